@@ -1,0 +1,112 @@
+"""A candidate program: its source and the static facts read from it without running it."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+
+from kernelsmith.errors import CandidateError
+from kernelsmith.task import top_level_names
+
+TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    kind: str  # "triton" or "cuda"
+    line: int
+
+
+@dataclass(frozen=True)
+class StaticFacts:
+    """What the static stage found. `syntax_error` set means nothing else could be read."""
+
+    syntax_error: str | None = None
+    has_model_new: bool = False
+    kernels: tuple[Kernel, ...] = field(default_factory=tuple)
+
+    @property
+    def triton_kernels(self) -> list[str]:
+        return [k.name for k in self.kernels if k.kind == "triton"]
+
+    @property
+    def cuda_kernels(self) -> list[str]:
+        return [k.name for k in self.kernels if k.kind == "cuda"]
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def _is_triton_decorator(dec: ast.AST) -> bool:
+    name = _dotted(dec)
+    parts = name.split(".")
+    return parts[-1] in TRITON_DECORATORS and (len(parts) == 1 or parts[0] in {"triton", "tl"})
+
+
+def _load_inline_kernels(call: ast.Call) -> list[str]:
+    """Names a `load_inline(...)` call exposes: its `functions=[...]` or, failing that, its `name=`."""
+    names: list[str] = []
+    for kw in call.keywords:
+        if kw.arg == "functions" and isinstance(kw.value, (ast.List, ast.Tuple)):
+            names += [e.value for e in kw.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        elif kw.arg == "functions" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            names.append(kw.value.value)
+    if not names:
+        for kw in call.keywords:
+            if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                names.append(str(kw.value.value))
+    return names or ["<load_inline>"]
+
+
+def analyze(source: str) -> StaticFacts:
+    """Parse a candidate and find `ModelNew` and its custom kernels (Triton @jit, CUDA load_inline)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        line = (exc.text or "").rstrip()
+        where = f"line {exc.lineno}" + (f": {line.strip()}" if line else "")
+        return StaticFacts(syntax_error=f"SyntaxError: {exc.msg} ({where})")
+    kernels: list[Kernel] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(_is_triton_decorator(d) for d in node.decorator_list):
+                kernels.append(Kernel(node.name, "triton", node.lineno))
+        elif isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline":
+            kernels += [Kernel(n, "cuda", node.lineno) for n in _load_inline_kernels(node)]
+    has_model_new = top_level_names(tree).get("ModelNew") is not None
+    return StaticFacts(has_model_new=has_model_new, kernels=tuple(kernels))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str
+    name: str = "candidate"
+
+    @classmethod
+    def from_file(cls, path) -> "Candidate":
+        from pathlib import Path
+
+        p = Path(path)
+        if not p.is_file():
+            raise CandidateError(f"candidate file not found: {p}")
+        try:
+            source = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CandidateError(f"cannot read candidate file {p}: {exc}") from None
+        facts = analyze(source)
+        if facts.syntax_error is None and not facts.has_model_new:
+            raise CandidateError(f"{p} is not a candidate: no class ModelNew defined at top level")
+        return cls(source=source, name=p.stem)
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()[:16]

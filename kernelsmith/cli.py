@@ -1,0 +1,114 @@
+"""The `kernelsmith` command. Thin: parse, call the packages, print."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kernelsmith.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Evolve fast, verified GPU kernels for PyTorch operators.")
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Evolve fast, verified GPU kernels for PyTorch operators."""
+
+
+class Device(str, Enum):
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+def _defaults():
+    from kernelsmith.evaluate.options import EvalOptions
+
+    return EvalOptions()
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _fmt(x, unit: str = "", digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}{unit}"
+
+
+def print_result(result, task_name: str, candidate_name: str) -> None:
+    colour = {"correct": "green", "incorrect": "red"}.get(result.status.value, "yellow")
+    table = Table(title=f"{candidate_name} vs {task_name} ({result.device}"
+                        + (f", {result.gpu_name}" if result.device == "cuda" else "") + ")", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("status", f"[{colour}]{result.status.value}[/]")
+    table.add_row("speedup vs eager", _fmt(result.speedup, "x"))
+    table.add_row("speedup vs torch.compile", _fmt(result.speedup_vs_compile, "x"))
+    table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
+    table.add_row("reference (eager)", _fmt(result.reference_ms, " ms", 4))
+    table.add_row("torch.compile", _fmt(result.compile_ms, " ms", 4)
+                  + (f"  ({result.compile_baseline_error})" if result.compile_baseline_error else ""))
+    kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
+    table.add_row("kernels", kernels + (f"  ({result.kernel_launches} launches in trials)"
+                                        if result.kernel_launches is not None else ""))
+    if result.trials:
+        worst = max((t.max_abs_err or 0.0) for t in result.trials)
+        table.add_row("trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}")
+    table.add_row("flags", ", ".join(result.flags) or "none")
+    s = result.stages
+    table.add_row("seconds", f"{s.total:.2f} total (load {s.load:.2f}, correctness {s.correctness:.2f}, "
+                             f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})")
+    console.print(table)
+    if result.error:
+        console.print("error:\n" + result.error, highlight=False, markup=False)
+
+
+@app.command("eval")
+def eval_cmd(
+    task: Path = typer.Argument(..., help="KernelBench-format task file (Model, get_inputs, get_init_inputs)"),
+    candidate: Path = typer.Argument(..., help="candidate file defining ModelNew"),
+    device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
+    json_out: bool = typer.Option(False, "--json", help="print the verdict as one JSON object on the last line"),
+    timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
+    memory_limit: str = typer.Option("8G", help="host memory limit for the candidate, e.g. 3G"),
+    trials: int = typer.Option(_defaults().trials, min=1, help="correctness trials, each on fresh random inputs"),
+    compile_baseline: bool | None = typer.Option(None, help="also time torch.compile of the reference [default: on for cuda, off for cpu]"),
+    cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
+) -> None:
+    """Compile, check and time CANDIDATE against TASK; print the verdict."""
+    from kernelsmith.candidate import Candidate
+    from kernelsmith.evaluate import EvalOptions, evaluate
+    from kernelsmith.task import Task
+
+    try:
+        t = Task.from_file(task)
+        c = Candidate.from_file(candidate)
+        opts = EvalOptions(device=device.value, timeout=timeout, memory_limit=memory_limit, trials=trials,
+                           compile_baseline=compile_baseline, use_baseline_cache=cache)
+        result = evaluate(t, c, opts)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    if json_out:
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        print_result(result, t.name, c.name)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The one place that decides whether an output matches the reference, and says how not.
+
+The message of a failed check is feedback for whoever wrote the kernel (often an LLM): it
+names the output, how many elements are off, the worst one with both values, and where the
+mismatches sit (rows/columns), which is usually enough to spot a masking or indexing bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# (atol, rtol) by output dtype; an element passes when |got - ref| <= atol + rtol * |ref|.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-6, 1e-6),
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+
+
+def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
+    if dtype.is_floating_point or dtype.is_complex:
+        base = TOLERANCES.get(dtype, (1e-2, 1e-2))  # fp8 and other narrow types
+    else:
+        base = (0.0, 0.0)  # integers and bools compare exactly
+    return (base[0] if atol is None else atol, base[1] if rtol is None else rtol)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    message: str | None = None
+
+
+def _fmt_index(flat: int, shape: torch.Size) -> str:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim)
+        flat //= dim
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _where_hint(bad: torch.Tensor) -> str:
+    """Which rows / last-dim columns hold mismatches, for a bad-element mask of >= 2 dims."""
+    if bad.dim() < 2:
+        pos = bad.nonzero().flatten()
+        return f"; mismatching positions {int(pos.min())}..{int(pos.max())} of {bad.numel()}"
+    rows = bad.reshape(bad.shape[0], -1).any(dim=1)
+    cols = bad.reshape(-1, bad.shape[-1]).any(dim=0)
+    nrows, ncols = int(rows.sum()), int(cols.sum())
+    row_ids = rows.nonzero().flatten()
+    col_ids = cols.nonzero().flatten()
+    return (
+        f"; mismatches in {nrows} of {bad.shape[0]} slices along dim 0 "
+        f"(indices {int(row_ids.min())}..{int(row_ids.max())})"
+        f" and {ncols} of {bad.shape[-1]} positions along the last dim "
+        f"(indices {int(col_ids.min())}..{int(col_ids.max())})"
+    )
+
+
+def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, label: str) -> Comparison:
+    if got.shape != ref.shape:
+        return Comparison(False, message=f"{label}: shape {tuple(got.shape)} but expected {tuple(ref.shape)}")
+    if got.dtype != ref.dtype:
+        return Comparison(False, message=f"{label}: dtype {got.dtype} but expected {ref.dtype}")
+    if ref.numel() == 0:
+        return Comparison(True, 0.0, 0.0)
+    if ref.is_complex():
+        ref, got = torch.view_as_real(ref), torch.view_as_real(got)
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    r = ref.to(work)
+    g = got.to(work)
+    diff = (g - r).abs()
+    tol = atol + rtol * r.abs()
+    same = (r == g) | (torch.isnan(r) & torch.isnan(g))
+    bad = ~((diff <= tol) | same)
+    nbad = int(bad.sum())
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max()) if bool(finite.any()) else float("inf")
+    big = finite & (r.abs() > max(atol, 1e-12))
+    max_rel = float((diff[big] / r.abs()[big]).max()) if bool(big.any()) else 0.0
+    if nbad == 0:
+        return Comparison(True, max_abs, max_rel)
+
+    n = ref.numel()
+    excess = torch.where(bad, torch.nan_to_num(diff - tol, nan=float("inf"), posinf=float("inf")), -1.0)
+    worst = int(excess.reshape(-1).argmax())
+    shape = ref.shape
+    exp_v, got_v = float(r.reshape(-1)[worst]), float(g.reshape(-1)[worst])
+    first = int(bad.reshape(-1).nonzero()[0])
+    parts = [
+        f"{label}: {nbad} of {n} elements ({100.0 * nbad / n:.3g}%) out of tolerance (atol={atol:g}, rtol={rtol:g})",
+        f"max abs err {max_abs:.4g}, max rel err {max_rel:.4g}",
+        f"worst at {_fmt_index(worst, shape)}: expected {exp_v:.6g}, got {got_v:.6g}",
+        f"first mismatch at {_fmt_index(first, shape)}",
+    ]
+    nonfinite = int((~torch.isfinite(g) & torch.isfinite(r)).sum())
+    if nonfinite:
+        parts.append(f"{nonfinite} elements are NaN/inf where the reference is finite")
+    if bool((g == 0).all()):
+        parts.append("the output is all zeros")
+    message = "; ".join(parts) + _where_hint(bad.reshape(shape) if shape else bad.reshape(1))
+    return Comparison(False, max_abs, max_rel, message)
+
+
+def flatten_outputs(obj) -> list | None:
+    """A forward's result as a flat list of leaves; None when it holds something unexpected."""
+    if isinstance(obj, (tuple, list)):
+        out: list = []
+        for item in obj:
+            leaves = flatten_outputs(item)
+            if leaves is None:
+                return None
+            out += leaves
+        return out
+    return [obj]
+
+
+def compare_outputs(ref_leaves: list, got_leaves: list, atol: float | None, rtol: float | None) -> Comparison:
+    """Compare every output leaf; the first failure decides, errors are reported worst-first."""
+    if len(ref_leaves) != len(got_leaves):
+        return Comparison(False, message=f"forward returned {len(got_leaves)} outputs but the reference returns {len(ref_leaves)}")
+    max_abs = max_rel = 0.0
+    for i, (r, g) in enumerate(zip(ref_leaves, got_leaves)):
+        label = "output" if len(ref_leaves) == 1 else f"output {i}"
+        if not isinstance(r, torch.Tensor):
+            if r != g:
+                return Comparison(False, message=f"{label}: {g!r} but expected {r!r}")
+            continue
+        if not isinstance(g, torch.Tensor):
+            return Comparison(False, message=f"{label}: got {type(g).__name__}, expected a tensor")
+        a, rt = tolerances(r.dtype, atol, rtol)
+        c = compare_tensor(r, g, a, rt, label)
+        if not c.ok:
+            return c
+        max_abs = max(max_abs, c.max_abs_err or 0.0)
+        max_rel = max(max_rel, c.max_rel_err or 0.0)
+    return Comparison(True, max_abs, max_rel)

@@ -1,0 +1,293 @@
+"""The judge: a warm, trusted worker process that decides verdicts for one device.
+
+It never runs candidate code. Per candidate it takes a warm sandbox process, asks it to load
+and run the candidate on seeds it draws fresh, runs the reference itself on the same seeds, and
+compares what comes back. It also times the eager reference and torch.compile (cached).
+
+    python -m kernelsmith.evaluate.judge --fd N --device cpu|cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+import types
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+
+from kernelsmith.candidate import analyze
+from kernelsmith.evaluate import timing
+from kernelsmith.evaluate.baseline_cache import BaselineCache
+from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.process import become_subreaper
+from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
+from kernelsmith.evaluate.result import EvalResult, StageSeconds, Status, TimingStats, TrialReport
+from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, synchronize
+from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
+from kernelsmith.task import load_module
+
+
+class TaskLoadError(Exception):
+    """The task's own code failed in the judge: not the candidate's fault, no verdict."""
+
+
+def _seed() -> int:
+    return secrets.randbits(62)
+
+
+def _failure(msg: dict) -> tuple[Status, str]:
+    """A sandbox's own error report. It may only claim a failure, never a success."""
+    kind = msg.get("kind")
+    status = Status(kind) if kind in ("compile_error", "runtime_error") else Status.runtime_error
+    return status, str(msg.get("error", ""))[:4000]
+
+
+def _decode_leaves(items: list) -> list:
+    out = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ProtocolError("output leaf is not a message")
+        out.append(item.get("value") if item.get("kind") == "value" else decode_tensor(item))
+    return out
+
+
+class Judge:
+    def __init__(self, device: str):
+        self.device = device
+        if device == "cuda":
+            torch.cuda.init()
+            self.gpu_name = torch.cuda.get_device_name()
+        else:
+            self.gpu_name = f"cpu:{platform.processor() or platform.machine()}"
+        self.torch_version = str(torch.__version__)
+        self.tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
+        self.cache = BaselineCache()
+        self.tasks: dict[str, types.ModuleType] = {}
+        self.spare: SandboxHandle | None = None
+        become_subreaper()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def task_module(self, source: str, task_hash: str) -> types.ModuleType:
+        if task_hash not in self.tasks:
+            try:
+                module = load_module(source, self.tmp / f"task_{task_hash}.py", f"ks_task_{task_hash}")
+            except BaseException as exc:
+                raise TaskLoadError(f"the task failed to load: {type(exc).__name__}: {exc}") from None
+            for name in ("Model", "get_inputs"):
+                if not hasattr(module, name):
+                    raise TaskLoadError(f"the task defines no {name}")
+            self.tasks[task_hash] = module
+        return self.tasks[task_hash]
+
+    def take_sandbox(self) -> SandboxHandle:
+        sb = self.spare
+        if sb is None or sb.proc.poll() is not None:
+            if sb is not None:
+                sb.close()
+            sb = SandboxHandle(self.device, self.tmp)
+        self.spare = None
+        if self.device == "cuda":  # warm the next one now; on the CPU, after (it would share cores)
+            self.spare = SandboxHandle(self.device, self.tmp)
+        return sb
+
+    def forward(self, model, inputs):
+        with torch.no_grad():
+            out = model(*inputs)
+        synchronize(self.device)
+        return out
+
+    def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
+        eff = opts.effective_timing()
+        timing_key = f"{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:{opts.wants_compile_baseline}"
+        key = BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)
+        if opts.use_baseline_cache:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit, True
+        inputs = make_inputs(task, _seed(), self.device)
+        flush = timing.L2Flusher(self.device)
+        ref = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush)
+        compiled, compile_error = None, None
+        if opts.wants_compile_baseline:
+            try:
+                cmodel = torch.compile(model)
+                self.forward(cmodel, inputs)  # compiles
+                compiled = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush)
+            except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
+                compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        self.cache.put(key, self.gpu_name, self.torch_version, task_hash, ref, compiled, compile_error)
+        return {"reference": ref, "compile": compiled, "compile_error": compile_error}, False
+
+    @staticmethod
+    def forward_nosync(model, inputs):
+        with torch.no_grad():
+            return model(*inputs)
+
+    def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions) -> Comparison:
+        got = _decode_leaves(msg.get("outputs", []))
+        ref_leaves = flatten_outputs(ref_out)
+        cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol)
+        if cmp.ok and ref_inputs is not None:
+            got_inputs = _decode_leaves(msg.get("inputs", []))
+            if len(got_inputs) != len(ref_inputs):
+                return Comparison(False, message="the inputs came back changed in number")
+            for i, (r, g) in enumerate(zip(ref_inputs, got_inputs)):
+                if isinstance(r, torch.Tensor) and not (
+                    isinstance(g, torch.Tensor) and g.shape == r.shape and g.dtype == r.dtype and torch.equal(g, r)
+                ):
+                    return Comparison(False, cmp.max_abs_err, cmp.max_rel_err,
+                                      f"forward modified its input {i} in place (the reference does not)")
+        del got
+        return cmp
+
+    # -- one evaluation --------------------------------------------------------------------
+    def evaluate(self, task_source: str, task_hash: str, candidate_source: str, candidate_hash: str,
+                 opts: EvalOptions) -> EvalResult:
+        t0 = time.monotonic()
+        stages = StageSeconds()
+        base = dict(device=self.device, gpu_name=self.gpu_name, torch_version=self.torch_version,
+                    task_hash=task_hash, candidate_hash=candidate_hash)
+
+        def verdict(status: Status, error: str | None = None, **extra) -> EvalResult:
+            stages.total = time.monotonic() - t0
+            return EvalResult(status=status, correct=status == Status.correct, error=error,
+                              stages=stages, **base, **extra)
+
+        facts = analyze(candidate_source)
+        stages.static = time.monotonic() - t0
+        if facts.syntax_error:
+            return verdict(Status.compile_error, facts.syntax_error)
+        if not facts.has_model_new:
+            return verdict(Status.rejected, "the candidate defines no class ModelNew at top level")
+        base.update(triton_kernels=facts.triton_kernels, cuda_kernels=facts.cuda_kernels)
+        task = self.task_module(task_source, task_hash)
+
+        sb = self.take_sandbox()
+        deadline = t0 + opts.timeout
+        trials: list[TrialReport] = []
+        launches = 0
+        try:
+            sb.wait_ready(deadline)
+            seed_init = _seed()
+            sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
+                     "candidate_source": candidate_source, "seed_init": seed_init})
+            try:
+                ref_model = build_model(task.Model, task, seed_init, self.device)
+            except Exception as exc:
+                raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
+            msg = sb.wait(deadline, opts.memory_limit, "load")
+            if msg.get("op") == "error":
+                return verdict(*_failure(msg))
+            t_load = time.monotonic()
+            stages.load = t_load - t0 - stages.static
+
+            baseline, cached = self.baselines(task, task_hash, ref_model, opts)
+            t_base = time.monotonic()
+            stages.baseline = t_base - t_load
+            deadline += stages.baseline  # the judge's own time is not the candidate's
+
+            for i in range(opts.trials):
+                seed = _seed()
+                sb.send({"op": "trial", "seed": seed})
+                inputs = make_inputs(task, seed, self.device)
+                ref_out = self.forward(ref_model, inputs)
+                msg = sb.wait(deadline, opts.memory_limit, f"correctness trial {i + 1}")
+                if msg.get("op") == "error":
+                    return verdict(*_failure(msg), trials=trials)
+                launches += int(msg.get("launches", 0))
+                cmp = self.check(msg, ref_out, inputs, opts)
+                sb.send({"op": "ack"})
+                trials.append(TrialReport(seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err,
+                                          max_rel_err=cmp.max_rel_err, message=cmp.message))
+                if not cmp.ok:
+                    stages.correctness = time.monotonic() - t_base
+                    return verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}",
+                                   trials=trials, kernel_launches=launches)
+            t_corr = time.monotonic()
+            stages.correctness = t_corr - t_base
+
+            seed = _seed()
+            inputs = make_inputs(task, seed, self.device)
+            ref_out = self.forward(ref_model, inputs)
+            sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
+            msg = sb.wait(deadline, opts.memory_limit, "timing")
+            if msg.get("op") == "error":
+                return verdict(*_failure(msg), trials=trials)
+            cmp = self.check(msg, ref_out, None, opts)
+            sb.send({"op": "ack"})
+            stages.timing = time.monotonic() - t_corr
+            if not cmp.ok:
+                return verdict(Status.incorrect, f"output of a timed call: {cmp.message}",
+                               trials=trials, kernel_launches=launches)
+            cand = TimingStats(**msg["stats"])
+        except SandboxFailure as failure:
+            return verdict(Status(failure.status), failure.message, trials=trials)
+        except ProtocolError as exc:
+            return verdict(Status.runtime_error, f"bad message from the candidate process: {exc}", trials=trials)
+        finally:
+            sb.close()
+            if self.spare is None:
+                self.spare = SandboxHandle(self.device, self.tmp)
+
+        ref_t: TimingStats = baseline["reference"]
+        comp_t: TimingStats | None = baseline["compile"]
+        return verdict(
+            Status.correct,
+            speedup=ref_t.median_ms / cand.median_ms,
+            speedup_vs_compile=(comp_t.median_ms / cand.median_ms) if comp_t else None,
+            candidate_ms=cand.median_ms, reference_ms=ref_t.median_ms,
+            compile_ms=comp_t.median_ms if comp_t else None,
+            timing=cand, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
+            compile_baseline_error=baseline.get("compile_error"), trials=trials, kernel_launches=launches,
+        )
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def serve(chan: Channel, device: str) -> None:
+    judge = Judge(device)
+    chan.send({"op": "ready", "gpu_name": judge.gpu_name, "torch_version": judge.torch_version})
+    try:
+        while True:
+            try:
+                req = chan.recv()
+            except (EOFError, ConnectionError):
+                return
+            if req.get("op") != "evaluate":
+                return
+            try:
+                result = judge.evaluate(req["task_source"], req["task_hash"], req["candidate_source"],
+                                        req["candidate_hash"], EvalOptions(**req["options"]))
+                chan.send({"op": "result", "result": result.model_dump(mode="json")})
+            except TaskLoadError as exc:
+                chan.send({"op": "task_error", "error": str(exc)})
+            except Exception as exc:  # a bug of ours: report it with its traceback
+                chan.send({"op": "internal_error", "error": excerpt(exc, limit=6000)})
+    finally:
+        judge.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    args = ap.parse_args()
+    serve(Channel(Connection(args.fd)), args.device)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The one helper that spawns evaluation processes, watches their memory and kills their trees."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Variables whose names look like credentials never reach a candidate.
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)
+
+
+def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
+    env.update(extra or {})
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The package must import in the child even when it is run from a source checkout.
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def spawn_python(module: str, args: list[str], *, env: dict[str, str], pass_fds=(), cwd=None,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start `python -m module args` in its own session (so its whole group can be killed)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args], env=env, pass_fds=tuple(pass_fds), cwd=cwd,
+        stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True,
+    )
+
+
+def become_subreaper() -> None:
+    """Orphans of our children re-parent to us, so a detached grandchild can still be found and killed."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may hold spaces and parentheses
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    if not os.path.isdir("/proc"):
+        return []
+    children = _children_map()
+    out, stack = [], [pid]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss(pid: int) -> int:
+    return sum(rss_bytes(p) for p in [pid, *descendants(pid)])
+
+
+def kill_tree(proc: subprocess.Popen, extra_pids: list[int] | None = None) -> None:
+    """SIGKILL the process, its group, every descendant and any `extra_pids`; reap the process."""
+    pids = [proc.pid, *descendants(proc.pid), *(extra_pids or [])]
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    reap(pids[1:])
+
+
+def reap(pids: list[int]) -> None:
+    """Collect killed orphans that re-parented to us (as their subreaper), so none stay zombies."""
+    deadline = time.monotonic() + 2.0
+    for p in pids:
+        while True:
+            try:
+                done, _ = os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:  # not our child, or already collected
+                break
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with code {returncode}"
+
+
+def wait_gone(proc: subprocess.Popen, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return True
+        time.sleep(0.01)
+    return proc.poll() is not None

@@ -1,0 +1,115 @@
+"""Messages between the judge and a candidate sandbox.
+
+The sandbox runs untrusted code, so nothing it sends is unpickled with globals: messages are
+pickles of plain values only (dict, list, tuple, str, bytes, numbers, None), and tensors
+travel as data: raw bytes for CPU tensors, a CUDA IPC handle for CUDA tensors (no copy; the
+judge maps the sandbox's memory read-side). Whatever the sandbox returned, the judge rebuilds a
+plain dense `torch.Tensor` from memory, so subclasses and lazy tensors cannot cross.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from multiprocessing.connection import Connection
+
+import torch
+
+_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
+        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+    )
+}
+for _name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        _DTYPES[_name] = getattr(torch, _name)
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol (from a broken or hostile sandbox)."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):  # noqa: D401 - pickle hook
+        raise ProtocolError(f"message refers to {module}.{name}; only plain values are accepted")
+
+
+def dumps(obj) -> bytes:
+    return pickle.dumps(obj, protocol=5)
+
+
+def loads(data: bytes):
+    try:
+        return _PlainUnpickler(io.BytesIO(data)).load()
+    except ProtocolError:
+        raise
+    except Exception as exc:  # truncated or garbage bytes
+        raise ProtocolError(f"unreadable message: {exc}") from None
+
+
+def encode_tensor(t: torch.Tensor) -> dict:
+    """Sandbox side. Caller keeps `t` alive until the judge acknowledges (CUDA IPC)."""
+    dtype = str(t.dtype).removeprefix("torch.")
+    if t.is_cuda:
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        t = t.detach()
+        _fn, a = reduce_tensor(t)
+        # a: cls, size, stride, offset, storage_cls, dtype, device, handle, size_bytes,
+        #    offset_bytes, requires_grad, ref_counter_handle, ref_counter_offset, event_handle, event_sync
+        return {
+            "kind": "cuda", "dtype": dtype, "shape": list(a[1]), "stride": list(a[2]), "offset": int(a[3]),
+            "device": int(a[6]), "handle": a[7], "size_bytes": int(a[8]), "offset_bytes": int(a[9]),
+            "rc_handle": a[11], "rc_offset": int(a[12]), "event_handle": a[13], "event_sync": bool(a[14]),
+        }
+    flat = t.detach().contiguous().reshape(-1)
+    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    return {"kind": "cpu", "dtype": dtype, "shape": list(t.shape), "data": data}
+
+
+def decode_tensor(msg: dict) -> torch.Tensor:
+    """Judge side: rebuild a plain tensor from a message; ProtocolError if it is malformed."""
+    try:
+        dtype = _DTYPES[msg["dtype"]]
+        shape = torch.Size(int(s) for s in msg["shape"])
+        if msg["kind"] == "cpu":
+            data = msg["data"]
+            if len(data) == 0:
+                return torch.empty(shape, dtype=dtype)
+            flat = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype)
+            return flat.reshape(shape)
+        if msg["kind"] == "cuda":
+            from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+            return rebuild_cuda_tensor(
+                torch.Tensor, shape, tuple(int(s) for s in msg["stride"]), int(msg["offset"]),
+                torch.storage.TypedStorage, dtype, int(msg["device"]), bytes(msg["handle"]),
+                int(msg["size_bytes"]), int(msg["offset_bytes"]), False, bytes(msg["rc_handle"]),
+                int(msg["rc_offset"]), msg["event_handle"] and bytes(msg["event_handle"]), bool(msg["event_sync"]),
+            )
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(f"malformed tensor message: {type(exc).__name__}: {exc}") from None
+    raise ProtocolError(f"unknown tensor kind {msg.get('kind')!r}")
+
+
+class Channel:
+    """A framed, plain-values message channel over a socket or pipe connection."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def send(self, obj) -> None:
+        self.conn.send_bytes(dumps(obj))
+
+    def poll(self, timeout: float) -> bool:
+        return self.conn.poll(timeout)
+
+    def recv(self):
+        return loads(self.conn.recv_bytes())
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,87 @@
+"""The verdict record: what `kernelsmith eval --json` prints and what the search stores."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class Status(str, Enum):
+    correct = "correct"
+    incorrect = "incorrect"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    rejected = "rejected"
+
+
+class TimingStats(BaseModel):
+    """One timed function: the median is the number that counts."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    reps: int
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
+        xs = sorted(samples_ms)
+        n = len(xs)
+        mid = n // 2
+        median = xs[mid] if n % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+        mean = sum(xs) / n
+        var = sum((x - mean) ** 2 for x in xs) / max(n - 1, 1)
+        return cls(median_ms=median, mean_ms=mean, min_ms=xs[0], max_ms=xs[-1], std_ms=var**0.5, reps=n)
+
+
+class StageSeconds(BaseModel):
+    """Wall-clock seconds spent per stage of one evaluation."""
+
+    static: float = 0.0
+    load: float = 0.0  # worker start-up wait, import, compile, construction
+    correctness: float = 0.0
+    baseline: float = 0.0  # reference and torch.compile timing (0 when cached)
+    timing: float = 0.0
+    total: float = 0.0
+
+
+class TrialReport(BaseModel):
+    seed: int
+    ok: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    message: str | None = None
+
+
+class EvalResult(BaseModel):
+    status: Status
+    correct: bool
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    candidate_ms: float | None = None
+    reference_ms: float | None = None
+    compile_ms: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+    device: str = "cpu"
+    gpu_name: str | None = None
+    torch_version: str | None = None
+    task_hash: str | None = None
+    candidate_hash: str | None = None
+    triton_kernels: list[str] = Field(default_factory=list)
+    cuda_kernels: list[str] = Field(default_factory=list)
+    kernel_launches: int | None = None
+    trials: list[TrialReport] = Field(default_factory=list)
+    timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    compile_timing: TimingStats | None = None
+    baseline_cached: bool = False
+    compile_baseline_error: str | None = None
+    stages: StageSeconds = Field(default_factory=StageSeconds)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()

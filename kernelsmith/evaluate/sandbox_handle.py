@@ -1,0 +1,111 @@
+"""The judge's handle on one sandbox process: start it warm, talk to it, watch it, kill it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python, tree_rss
+from kernelsmith.evaluate.protocol import Channel, ProtocolError
+
+
+class SandboxFailure(Exception):
+    """The sandbox died, hung, blew its memory limit or broke the protocol: a verdict, not a bug."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class SandboxHandle:
+    LOG_TAIL = 3000
+
+    def __init__(self, device: str, logdir: Path):
+        self.device = device
+        parent, child = socket.socketpair()
+        self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
+        self.log_path = logdir / f"sandbox-{os.getpid()}-{time.monotonic_ns()}.log"
+        # A private HOME and TMPDIR: Triton's cache lives there too, so no candidate reads
+        # (or poisons) another's compiled kernels.
+        env = scrubbed_env({"HOME": str(self.workdir), "TMPDIR": str(self.workdir)})
+        env.pop("TRITON_INTERPRET", None)
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        with open(self.log_path, "wb") as log:
+            self.proc = spawn_python(
+                "kernelsmith.evaluate.sandbox", ["--fd", str(child.fileno()), "--device", device],
+                env=env, pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
+            )
+        child.close()
+        self.chan = Channel(Connection(os.dup(parent.fileno())))
+        parent.close()
+        self.ready = False
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - self.LOG_TAIL))
+                return fh.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def wait(self, deadline: float, memory_limit: int, stage: str):
+        """Next message, or SandboxFailure on death, timeout, memory limit or a bad message."""
+        last_rss_check = 0.0
+        while True:
+            if self.chan.poll(0.02):
+                try:
+                    return self.chan.recv()
+                except (EOFError, ConnectionError, OSError):
+                    pass  # it died: report below
+                except ProtocolError as exc:
+                    raise SandboxFailure("runtime_error", f"{stage}: {exc}") from None
+                else:
+                    continue
+            now = time.monotonic()
+            if self.proc.poll() is not None:
+                tail = self.log_tail()
+                msg = f"candidate process {describe_exit(self.proc.returncode)} during {stage}"
+                raise SandboxFailure("runtime_error", msg + (f"\n{tail}" if tail else ""))
+            if now > deadline:
+                raise SandboxFailure("timeout", f"no answer during {stage} before the time limit")
+            if now - last_rss_check > 0.05:
+                last_rss_check = now
+                rss = tree_rss(self.proc.pid)
+                if rss > memory_limit:
+                    raise SandboxFailure(
+                        "runtime_error",
+                        f"candidate exceeded the memory limit during {stage}: "
+                        f"{rss / 2**30:.2f} GiB resident > {memory_limit / 2**30:.2f} GiB",
+                    )
+
+    def wait_ready(self, deadline: float) -> None:
+        if self.ready:
+            return
+        msg = self.wait(deadline, 2**62, "start-up")
+        if msg.get("op") != "ready":
+            raise SandboxFailure("runtime_error", f"sandbox start-up: unexpected message {msg.get('op')!r}")
+        self.ready = True
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.chan.send(msg)
+        except (BrokenPipeError, ConnectionError, OSError):
+            pass  # noticed by the next wait()
+
+    def close(self) -> None:
+        """Kill it and everything it started; remove its scratch space and log."""
+        kill_tree(self.proc)
+        self.chan.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass

@@ -1,0 +1,87 @@
+"""A task: a KernelBench-format PyTorch operator (Model, get_inputs, get_init_inputs).
+
+The file is read as-is. Static checks (parse, find the names) happen here, in whatever
+process asks; executing the file happens only in evaluation processes (see `load_module`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelsmith.errors import TaskError
+
+
+def top_level_names(tree: ast.Module) -> dict[str, str]:
+    """Names bound at module level, mapped to 'class', 'def' or 'assign'."""
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = "class"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = "def"
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names[target.id] = "assign"
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names[(alias.asname or alias.name).split(".")[0]] = "import"
+    return names
+
+
+@dataclass(frozen=True)
+class Task:
+    """A KernelBench-format task file's source, with a stable identity."""
+
+    source: str
+    name: str
+    path: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Task":
+        p = Path(path)
+        if not p.is_file():
+            raise TaskError(f"task file not found: {p}")
+        try:
+            source = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TaskError(f"cannot read task file {p}: {exc}") from None
+        return cls.from_source(source, name=p.stem, path=str(p))
+
+    @classmethod
+    def from_source(cls, source: str, name: str = "task", path: str | None = None) -> "Task":
+        where = path or name
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as exc:
+            raise TaskError(f"{where} is not a task: syntax error at line {exc.lineno}: {exc.msg}") from None
+        names = top_level_names(tree)
+        missing = [n for n, kind in (("Model", "class"), ("get_inputs", "def")) if names.get(n) is None]
+        if missing:
+            raise TaskError(f"{where} is not a task: no {' and no '.join(missing)} defined at top level")
+        return cls(source=source, name=name, path=path)
+
+    @property
+    def hash(self) -> str:
+        """Content hash: the same operator text gives the same hash wherever the file lives."""
+        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()[:16]
+
+
+def load_module(source: str, filename: Path, module_name: str) -> types.ModuleType:
+    """Execute `source` as a module whose file is `filename` (written first).
+
+    A real file is needed: Triton's @jit reads kernel source with `inspect`.
+    """
+    filename.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(module_name, filename)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
