@@ -79,10 +79,13 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     same = (r == g) | (torch.isnan(r) & torch.isnan(g))
     bad = ~((diff <= tol) | same)
     nbad = int(bad.sum())
+    # No boolean-mask indexing below: on multi-GB outputs it would materialise index tensors.
     finite = torch.isfinite(diff)
-    max_abs = float(diff[finite].max()) if bool(finite.any()) else float("inf")
-    big = finite & (r.abs() > max(atol, 1e-12))
-    max_rel = float((diff[big] / r.abs()[big]).max()) if bool(big.any()) else 0.0
+    zero = torch.zeros((), dtype=work, device=diff.device)
+    max_abs = float(torch.where(finite, diff, zero).max()) if bool(finite.any()) else float("inf")
+    r_abs = r.abs()
+    big = finite & (r_abs > max(atol, 1e-12))
+    max_rel = float(torch.where(big, diff / r_abs.clamp_min(1e-12), zero).max())
     if nbad == 0:
         return Comparison(True, max_abs, max_rel)
 
@@ -91,7 +94,7 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     worst = int(excess.reshape(-1).argmax())
     shape = ref.shape
     exp_v, got_v = float(r.reshape(-1)[worst]), float(g.reshape(-1)[worst])
-    first = int(bad.reshape(-1).nonzero()[0])
+    first = int(bad.reshape(-1).to(torch.uint8).argmax())  # the first True
     parts = [
         f"{label}: {nbad} of {n} elements ({100.0 * nbad / n:.3g}%) out of tolerance (atol={atol:g}, rtol={rtol:g})",
         f"max abs err {max_abs:.4g}, max rel err {max_rel:.4g}",

@@ -63,17 +63,18 @@ def _decode_leaves(items: list) -> list:
 class Judge:
     def __init__(self, device: str):
         self.device = device
+        self.tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
+        become_subreaper()
+        # The first sandbox warms up (imports torch and triton) while this process starts CUDA.
+        self.spare: SandboxHandle | None = SandboxHandle(device, self.tmp)
         if device == "cuda":
             torch.cuda.init()
             self.gpu_name = torch.cuda.get_device_name()
         else:
             self.gpu_name = f"cpu:{platform.processor() or platform.machine()}"
         self.torch_version = str(torch.__version__)
-        self.tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
         self.cache = BaselineCache()
         self.tasks: dict[str, types.ModuleType] = {}
-        self.spare: SandboxHandle | None = None
-        become_subreaper()
 
     # -- helpers ---------------------------------------------------------------------------
     def task_module(self, source: str, task_hash: str) -> types.ModuleType:

@@ -1,0 +1,30 @@
+# `make demo` and `make test` each do all set-up on a fresh machine: create .venv, install, run.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# CPU wheel of torch (an unpinned torch would pull a multi-GB CUDA build). On a GPU machine,
+# install your CUDA build of torch first, then `pip install -e .`.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+# Until the search exists: evaluate the bundled Triton softmax against its task, on the CPU
+# (Triton interpreter), and print the verdict.
+demo: $(STAMP)
+	$(VENV)/bin/kernelsmith eval examples/softmax/task.py examples/softmax/triton_softmax.py --device cpu
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,29 @@
+"""Wrong: only the first half of the output is ever written (the rest stays zero)."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_mul_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    out = tl.maximum(x, 0.0) * y + 1.0
+    tl.store(out_ptr + offs, out, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.zeros_like(x)
+        n = x.numel() // 2  # bug: half the elements
+        BLOCK = 4096
+        relu_mul_add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)
+        return out

@@ -1,0 +1,67 @@
+"""Shared fixtures: test cases on disk, a private cache directory, one warm CPU evaluation pool."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+CASES = TESTS / "cases"
+REPO = TESTS.parent
+
+# Set at import, before anything spawns a judge or sandbox (they inherit the environment) and
+# before any test reads the cache: no test touches the user's ~/.cache/kernelsmith.
+_CACHE_DIR = tempfile.mkdtemp(prefix="ks-test-cache-")
+_PREVIOUS_CACHE_DIR = os.environ.get("KERNELSMITH_CACHE_DIR")
+os.environ["KERNELSMITH_CACHE_DIR"] = _CACHE_DIR
+
+# Honest candidates get plenty of time; the tests of faults pass their own, shorter options.
+POOL_TIMEOUT = 120.0
+MEMORY_LIMIT = "1G"
+TRIALS = 3
+
+
+def case_path(name: str) -> Path:
+    """Path of tests/cases/<name> (the .py suffix may be left out)."""
+    p = CASES / name
+    if not p.suffix:
+        p = p.with_suffix(".py")
+    assert p.is_file(), f"no test case {p}"
+    return p
+
+
+@pytest.fixture(scope="session")
+def case():
+    """The `case(name) -> Path` helper, as a fixture: case("rowsum_task") is tests/cases/rowsum_task.py."""
+    return case_path
+
+
+def pytest_unconfigure(config):
+    """Remove the session's cache directory and restore the variable, whatever tests ran."""
+    if _PREVIOUS_CACHE_DIR is None:
+        os.environ.pop("KERNELSMITH_CACHE_DIR", None)
+    else:
+        os.environ["KERNELSMITH_CACHE_DIR"] = _PREVIOUS_CACHE_DIR
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    """The session's private KERNELSMITH_CACHE_DIR (removed when pytest ends)."""
+    os.environ["KERNELSMITH_CACHE_DIR"] = _CACHE_DIR
+    return Path(_CACHE_DIR)
+
+
+@pytest.fixture(scope="session")
+def cpu_pool(cache_dir):
+    """One warm single-worker CPU pool (Triton interpreter) shared by every evaluation test."""
+    from kernelsmith.evaluate import EvalOptions, EvalPool
+
+    opts = EvalOptions(device="cpu", timeout=POOL_TIMEOUT, memory_limit=MEMORY_LIMIT, trials=TRIALS)
+    pool = EvalPool(device="cpu", workers=1, options=opts)
+    yield pool
+    pool.close()

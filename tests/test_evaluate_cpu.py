@@ -1,0 +1,174 @@
+"""End-to-end verdicts on the CPU (Triton interpreter), all through one warm pool.
+
+Honest candidates of several kinds are correct with no flags; wrong kernels are incorrect with a
+useful description; a syntax error, a raise, a crash, a hang and a memory hog each get their
+verdict; and the pool keeps working after all of them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import MEMORY_LIMIT, REPO, case_path
+from kernelsmith.candidate import Candidate
+from kernelsmith.evaluate import EvalOptions, EvalResult, Status
+from kernelsmith.evaluate.process import descendants
+from kernelsmith.task import Task
+
+# Faults need no more than a short time limit: the hang costs exactly this long.
+FAULT_OPTIONS = EvalOptions(device="cpu", timeout=12.0, memory_limit=MEMORY_LIMIT, trials=1)
+# No test may wait forever on a broken pool.
+RESULT_WAIT = 300.0
+
+
+def _path(name_or_path) -> os.PathLike:
+    return name_or_path if os.path.isabs(name_or_path) else case_path(name_or_path)
+
+
+def run(pool, task, candidate, options: EvalOptions | None = None, as_text: bool = False) -> EvalResult:
+    """Evaluate tests/cases/<candidate> (or an absolute path) against <task> on the pool.
+
+    The pool takes candidate text as well as a Candidate; faults go in as text, since some
+    (no ModelNew) would not even pass Candidate.from_file.
+    """
+    t = Task.from_file(_path(task))
+    c = Path(_path(candidate)).read_text() if as_text else Candidate.from_file(_path(candidate))
+    return pool.submit(t, c, options).result(timeout=RESULT_WAIT)
+
+
+def fault(pool, candidate) -> EvalResult:
+    return run(pool, "rowsum_task", candidate, FAULT_OPTIONS, as_text=True)
+
+
+def describe(r: EvalResult) -> str:
+    return f"status={r.status.value} error={r.error!r}"
+
+
+HONEST = [
+    pytest.param("elementwise_task", "elementwise_triton", "relu_mul_add_kernel", id="elementwise"),
+    pytest.param("elementwise_bf16_task", "elementwise_bf16_triton", "relu_mul_add_bf16_kernel", id="elementwise-bf16"),
+    pytest.param("rowsum_task", "rowsum_triton", "row_sum_kernel", id="reduction"),
+    pytest.param("matmul_task", "matmul_triton", "matmul_kernel", id="matmul"),
+    pytest.param("linear_relu_task", "linear_relu_triton", "linear_relu_kernel", id="module-with-weights"),
+    pytest.param(REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py", "softmax_kernel",
+                 id="example-softmax"),
+]
+
+
+@pytest.mark.parametrize("task, candidate, kernel", HONEST)
+def test_honest_candidate_is_correct(cpu_pool, task, candidate, kernel):
+    r = run(cpu_pool, task, candidate)
+    assert r.status == Status.correct, describe(r)
+    assert r.correct is True
+    assert r.error is None
+    assert r.flags == []
+    assert r.device == "cpu"
+    assert r.speedup is not None and r.speedup > 0
+    assert r.candidate_ms is not None and r.candidate_ms > 0
+    assert r.reference_ms is not None and r.reference_ms > 0
+    assert kernel in r.triton_kernels
+    assert r.cuda_kernels == []
+    assert len(r.trials) == cpu_pool.options.trials and all(t.ok for t in r.trials)
+    # Every trial's forward launched the Triton kernel at least once.
+    assert r.kernel_launches is not None and r.kernel_launches >= len(r.trials) >= 1
+    assert r.timing is not None and r.timing.reps >= 1
+    assert r.task_hash == Task.from_file(_path(task)).hash
+
+
+@pytest.mark.parametrize("task, candidate, details", [
+    # every row's sum is off
+    pytest.param("rowsum_task", "rowsum_off_by_one", ["64 of 64 elements (100%)", "mismatching positions 0..63 of 64"],
+                 id="reduction-off-by-one-mask"),
+    # the second half of the rows was never written
+    pytest.param("elementwise_task", "elementwise_half_written",
+                 ["8192 of 16384 elements (50%)", "first mismatch at [32, 0]", "(indices 32..63)"],
+                 id="elementwise-half-written"),
+])
+def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
+    r = run(cpu_pool, task, candidate)
+    assert r.status == Status.incorrect, describe(r)
+    assert r.correct is False
+    assert r.speedup is None
+    assert "out of tolerance" in r.error
+    assert "worst at [" in r.error
+    assert "expected" in r.error and "got" in r.error
+    for detail in details:  # how many are off and where they sit
+        assert detail in r.error
+    assert r.trials and not r.trials[-1].ok and r.trials[-1].message
+
+
+def test_syntax_error_is_compile_error(cpu_pool):
+    r = fault(cpu_pool, "fault_syntax_error")
+    assert r.status == Status.compile_error, describe(r)
+    assert r.correct is False
+    assert "SyntaxError" in r.error
+    assert "line 8" in r.error
+
+
+def test_raise_in_forward_is_runtime_error(cpu_pool):
+    r = fault(cpu_pool, "fault_raises")
+    assert r.status == Status.runtime_error, describe(r)
+    assert "ValueError: kernelsmith-test: deliberate failure in forward" in r.error
+    # The sandbox's scratch directory is not part of the feedback.
+    assert "ks-cand-" not in r.error
+
+
+def test_segfault_is_runtime_error(cpu_pool):
+    r = fault(cpu_pool, "fault_segfault")
+    assert r.status == Status.runtime_error, describe(r)
+    assert "SIGSEGV" in r.error
+
+
+def test_hang_is_timeout(cpu_pool):
+    r = fault(cpu_pool, "fault_hang")
+    assert r.status == Status.timeout, describe(r)
+    assert r.correct is False
+    assert "time limit" in r.error
+    assert r.stages.total < FAULT_OPTIONS.timeout + 10
+
+
+def test_memory_hog_is_runtime_error(cpu_pool):
+    r = fault(cpu_pool, "fault_memory_hog")
+    assert r.status == Status.runtime_error, describe(r)
+    assert "memory limit" in r.error
+    # Stopped near the limit, long before its 4 GiB or the time limit.
+    assert r.stages.total < FAULT_OPTIONS.timeout
+
+
+def test_no_model_new_is_rejected(cpu_pool):
+    r = fault(cpu_pool, "no_model_new")
+    assert r.status == Status.rejected, describe(r)
+    assert "ModelNew" in r.error
+
+
+def _sandboxes() -> list[int]:
+    """Sandbox processes below this test process (the judge's warm spare among them)."""
+    out = []
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z":
+            out.append(pid)
+    return out
+
+
+def test_pool_keeps_working_after_faults(cpu_pool, cache_dir):
+    # Runs after the faults above in file order; the crash here makes it stand alone too.
+    crashed = fault(cpu_pool, "fault_segfault")
+    assert crashed.status == Status.runtime_error, describe(crashed)
+    r = run(cpu_pool, "rowsum_task", "rowsum_triton")
+    assert r.status == Status.correct, describe(r)
+    assert r.kernel_launches and r.kernel_launches >= 1
+    # The reference was timed for this task already (at the latest during the crash's run).
+    assert r.baseline_cached
+    assert (cache_dir / "baselines.sqlite").is_file()
+    # Nothing left behind by the hang, the hog or the crash: at most the judge's warm spare.
+    assert len(_sandboxes()) <= 1

@@ -1,0 +1,68 @@
+"""CUDA paths of the evaluator (CUDA IPC transfer, CUDA-event timing, the compile baseline).
+
+Skipped without a GPU; run on the H200 by benchmarks/device_eval.sh (`pytest -m cuda`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelsmith.evaluate import EvalOptions, EvalPool, Status
+from kernelsmith.task import Task
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+ROOT = Path(__file__).resolve().parents[1]
+SOFTMAX_TASK = Task.from_file(ROOT / "examples/softmax/task.py")
+SOFTMAX_TRITON = (ROOT / "examples/softmax/triton_softmax.py").read_text()
+
+HALF_ROWS = SOFTMAX_TRITON.replace(
+    "softmax_kernel[(n_rows,)]", "out.zero_()\n        softmax_kernel[(n_rows // 2,)]"
+)
+OUT_OF_BOUNDS = SOFTMAX_TRITON.replace(
+    "tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
+    "tl.store(out_ptr + row * out_row_stride + cols + (1 << 40), y, mask=mask)",
+)
+ZERO_INPUT = SOFTMAX_TRITON.replace("        return out", "        x.zero_()\n        return out")
+
+
+@pytest.fixture(scope="module")
+def gpu_pool(tmp_path_factory):
+    import os
+
+    os.environ["KERNELSMITH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cuda-cache"))
+    with EvalPool(device="cuda", workers=1, options=EvalOptions(device="cuda", timeout=120)) as pool:
+        yield pool
+
+
+def test_honest_kernel_is_correct_and_timed(gpu_pool):
+    r = gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON)
+    assert r.status == Status.correct, r.error
+    assert r.flags == []
+    assert r.speedup is not None and r.speedup > 0
+    assert r.speedup_vs_compile is not None or r.compile_baseline_error
+    assert r.timing is not None and r.timing.reps >= 20
+    assert r.gpu_name and r.kernel_launches == 5
+    again = gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON)
+    assert again.baseline_cached and again.reference_ms == r.reference_ms
+
+
+def test_half_written_output_is_incorrect(gpu_pool):
+    r = gpu_pool.evaluate(SOFTMAX_TASK, HALF_ROWS)
+    assert r.status == Status.incorrect
+    assert "out of tolerance" in r.error and "the output is all zeros" not in r.error
+
+
+def test_illegal_address_is_runtime_error_and_pool_survives(gpu_pool):
+    r = gpu_pool.evaluate(SOFTMAX_TASK, OUT_OF_BOUNDS)
+    assert r.status == Status.runtime_error, (r.status, r.error)
+    assert gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON).status == Status.correct
+
+
+def test_input_mutation_is_caught(gpu_pool):
+    r = gpu_pool.evaluate(SOFTMAX_TASK, ZERO_INPUT)
+    assert r.status == Status.incorrect
+    assert "modified its input" in r.error
