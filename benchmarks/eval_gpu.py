@@ -72,8 +72,30 @@ def main() -> None:
             s = r["stages"]
             print(f"{task:8s} {label}: {r['status']} speedup {r['speedup']} vs compile {r['speedup_vs_compile']} "
                   f"cand {r['candidate_ms']} ms ref {r['reference_ms']} ms | wall {r['wall_s']:.1f}s "
-                  f"(eval {s['total']:.1f}s: load {s['load']:.1f} corr {s['correctness']:.1f} "
+                  f"(eval {s['total']:.1f}s: wait {s['worker_wait']:.1f} load {s['load']:.1f} corr {s['correctness']:.1f} "
                   f"base {s['baseline']:.1f} timing {s['timing']:.1f})", flush=True)
+
+    # In a warm pool, as a search uses it: no process start-up on the evaluation's path.
+    sys.path.insert(0, str(HERE.parent))
+    os.environ["KERNELSMITH_CACHE_DIR"] = str(cache)
+    from kernelsmith.evaluate import EvalOptions, EvalPool
+    from kernelsmith.task import Task
+
+    report["pool"] = {}
+    with EvalPool(device="cuda", options=EvalOptions(device="cuda")) as pool:
+        for task in args.tasks.split(","):
+            t = Task.from_file(TASKS / f"{task}.py")
+            src = (TASKS / f"{task}_triton.py").read_text()
+            runs = []
+            for _ in range(3):
+                t0 = time.monotonic()
+                r = pool.evaluate(t, src)
+                runs.append({"wall_s": time.monotonic() - t0, "status": r.status.value,
+                             "stages": r.stages.model_dump(), "speedup": r.speedup})
+            report["pool"][task] = runs
+            save()
+            print(f"{task:8s} warm pool: " + ", ".join(f"{x['wall_s']:.2f}s" for x in runs)
+                  + f" | last stages " + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()), flush=True)
 
     speedups, cand = [], []
     for i in range(args.runs):

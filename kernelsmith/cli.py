@@ -64,7 +64,7 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
         table.add_row("trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}")
     table.add_row("flags", ", ".join(result.flags) or "none")
     s = result.stages
-    table.add_row("seconds", f"{s.total:.2f} total (load {s.load:.2f}, correctness {s.correctness:.2f}, "
+    table.add_row("seconds", f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
                              f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})")
     console.print(table)
     if result.error:

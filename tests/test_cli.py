@@ -82,8 +82,6 @@ def test_eval_json_softmax():
     assert len(result["trials"]) == 5 and all(t["ok"] for t in result["trials"])
 
 
-@pytest.mark.xfail(reason="a task whose get_inputs raises escapes the judge as an internal error: the CLI "
-                          "exits 1 with a traceback instead of a one-line task error (reported bug)", strict=False)
 def test_task_whose_get_inputs_raises_is_a_task_error(tmp_path, case):
     task = tmp_path / "broken_task.py"
     task.write_text(case("rowsum_task").read_text().replace(

@@ -110,9 +110,6 @@ def test_malformed_tensor_messages(bad):
         decode_tensor(bad)
 
 
-@pytest.mark.xfail(reason="protocol.decode_tensor returns torch.empty(shape) (uninitialised judge memory) for a "
-                          "cpu message with empty data and a non-empty shape, instead of refusing it (reported bug)",
-                   strict=False)
 def test_empty_data_with_non_empty_shape_is_refused():
     with pytest.raises(ProtocolError):
         decode_tensor({"kind": "cpu", "dtype": "float32", "shape": [2, 3], "data": b""})

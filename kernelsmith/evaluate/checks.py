@@ -71,13 +71,19 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
         return Comparison(True, 0.0, 0.0)
     if ref.is_complex():
         ref, got = torch.view_as_real(ref), torch.view_as_real(got)
-    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    work = torch.float64 if ref.dtype == torch.float64 or exact else torch.float32
     r = ref.to(work)
     g = got.to(work)
     diff = (g - r).abs()
-    tol = atol + rtol * r.abs()
-    same = (r == g) | (torch.isnan(r) & torch.isnan(g))
-    bad = ~((diff <= tol) | same)
+    if exact:  # integers and bools: equality on the original values (float64 rounds above 2**53)
+        bad = got != ref
+    else:
+        # Where the reference is inf or NaN, only the same value passes (an inf tolerance would
+        # let anything through).
+        tol = torch.where(torch.isfinite(r), atol + rtol * r.abs(), 0.0)
+        same = (r == g) | (torch.isnan(r) & torch.isnan(g))
+        bad = ~((diff <= tol) | same)
     nbad = int(bad.sum())
     # No boolean-mask indexing below: on multi-GB outputs it would materialise index tensors.
     finite = torch.isfinite(diff)
@@ -90,7 +96,8 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
         return Comparison(True, max_abs, max_rel)
 
     n = ref.numel()
-    excess = torch.where(bad, torch.nan_to_num(diff - tol, nan=float("inf"), posinf=float("inf")), -1.0)
+    excess = diff if exact else diff - tol
+    excess = torch.where(bad, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")), -1.0)
     worst = int(excess.reshape(-1).argmax())
     shape = ref.shape
     exp_v, got_v = float(r.reshape(-1)[worst]), float(g.reshape(-1)[worst])

@@ -4,21 +4,17 @@ It never runs candidate code. Per candidate it takes a warm sandbox process, ask
 and run the candidate on seeds it draws fresh, runs the reference itself on the same seeds, and
 compares what comes back. It also times the eager reference and torch.compile (cached).
 
-    python -m kernelsmith.evaluate.judge --fd N --device cpu|cuda
+Started by kernelsmith.evaluate.worker.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import platform
 import secrets
 import shutil
-import sys
 import tempfile
 import time
 import types
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
@@ -28,7 +24,6 @@ from kernelsmith.evaluate import timing
 from kernelsmith.evaluate.baseline_cache import BaselineCache
 from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.process import become_subreaper
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
 from kernelsmith.evaluate.result import EvalResult, StageSeconds, Status, TimingStats, TrialReport
 from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, synchronize
@@ -61,12 +56,14 @@ def _decode_leaves(items: list) -> list:
 
 
 class Judge:
-    def __init__(self, device: str):
+    # Warm sandboxes kept ready on a GPU: an evaluation (~3 s) is shorter than a sandbox's
+    # start (~4 s: torch, triton, CUDA context), so one spare would leave the next one waiting.
+    CUDA_SPARES = 2
+
+    def __init__(self, device: str, tmp: Path, spares: list[SandboxHandle]):
         self.device = device
-        self.tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
-        become_subreaper()
-        # The first sandbox warms up (imports torch and triton) while this process starts CUDA.
-        self.spare: SandboxHandle | None = SandboxHandle(device, self.tmp)
+        self.tmp = tmp
+        self.spares = spares
         if device == "cuda":
             torch.cuda.init()
             self.gpu_name = torch.cuda.get_device_name()
@@ -90,15 +87,29 @@ class Judge:
         return self.tasks[task_hash]
 
     def take_sandbox(self) -> SandboxHandle:
-        sb = self.spare
-        if sb is None or sb.proc.poll() is not None:
-            if sb is not None:
-                sb.close()
-            sb = SandboxHandle(self.device, self.tmp)
-        self.spare = None
-        if self.device == "cuda":  # warm the next one now; on the CPU, after (it would share cores)
-            self.spare = SandboxHandle(self.device, self.tmp)
+        sb = None
+        while self.spares and sb is None:
+            cand = self.spares.pop(0)
+            if cand.proc.poll() is None:
+                sb = cand
+            else:
+                cand.close()
+        sb = sb or SandboxHandle(self.device, self.tmp)
+        if self.device == "cuda":  # warm the next ones now; on the CPU, after (they would share cores)
+            self.top_up_spares(self.CUDA_SPARES)
         return sb
+
+    def top_up_spares(self, n: int) -> None:
+        while len(self.spares) < n:
+            self.spares.append(SandboxHandle(self.device, self.tmp))
+
+    def run_reference(self, task, model, seed: int) -> tuple[list, object]:
+        """Inputs for `seed` and the reference's output on them; the task's own failure is no verdict."""
+        try:
+            inputs = make_inputs(task, seed, self.device)
+            return inputs, self.forward(model, inputs)
+        except Exception as exc:
+            raise TaskLoadError(f"the task's reference failed: {type(exc).__name__}: {exc}") from None
 
     def forward(self, model, inputs):
         with torch.no_grad():
@@ -114,7 +125,7 @@ class Judge:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit, True
-        inputs = make_inputs(task, _seed(), self.device)
+        inputs, _ = self.run_reference(task, model, _seed())
         flush = timing.L2Flusher(self.device)
         ref = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush)
         compiled, compile_error = None, None
@@ -178,6 +189,7 @@ class Judge:
         launches = 0
         try:
             sb.wait_ready(deadline)
+            stages.worker_wait = time.monotonic() - t0 - stages.static
             seed_init = _seed()
             sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
                      "candidate_source": candidate_source, "seed_init": seed_init})
@@ -189,7 +201,7 @@ class Judge:
             if msg.get("op") == "error":
                 return verdict(*_failure(msg))
             t_load = time.monotonic()
-            stages.load = t_load - t0 - stages.static
+            stages.load = t_load - t0 - stages.static - stages.worker_wait
 
             baseline, cached = self.baselines(task, task_hash, ref_model, opts)
             t_base = time.monotonic()
@@ -199,8 +211,7 @@ class Judge:
             for i in range(opts.trials):
                 seed = _seed()
                 sb.send({"op": "trial", "seed": seed})
-                inputs = make_inputs(task, seed, self.device)
-                ref_out = self.forward(ref_model, inputs)
+                inputs, ref_out = self.run_reference(task, ref_model, seed)
                 msg = sb.wait(deadline, opts.memory_limit, f"correctness trial {i + 1}")
                 if msg.get("op") == "error":
                     return verdict(*_failure(msg), trials=trials)
@@ -217,8 +228,7 @@ class Judge:
             stages.correctness = t_corr - t_base
 
             seed = _seed()
-            inputs = make_inputs(task, seed, self.device)
-            ref_out = self.forward(ref_model, inputs)
+            _, ref_out = self.run_reference(task, ref_model, seed)
             sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
             msg = sb.wait(deadline, opts.memory_limit, "timing")
             if msg.get("op") == "error":
@@ -236,8 +246,7 @@ class Judge:
             return verdict(Status.runtime_error, f"bad message from the candidate process: {exc}", trials=trials)
         finally:
             sb.close()
-            if self.spare is None:
-                self.spare = SandboxHandle(self.device, self.tmp)
+            self.top_up_spares(1)
 
         ref_t: TimingStats = baseline["reference"]
         comp_t: TimingStats | None = baseline["compile"]
@@ -252,13 +261,13 @@ class Judge:
         )
 
     def close(self) -> None:
-        if self.spare is not None:
-            self.spare.close()
+        for sb in self.spares:
+            sb.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def serve(chan: Channel, device: str) -> None:
-    judge = Judge(device)
+def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) -> None:
+    judge = Judge(device, tmp, spares)
     chan.send({"op": "ready", "gpu_name": judge.gpu_name, "torch_version": judge.torch_version})
     try:
         while True:
@@ -278,17 +287,3 @@ def serve(chan: Channel, device: str) -> None:
                 chan.send({"op": "internal_error", "error": excerpt(exc, limit=6000)})
     finally:
         judge.close()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fd", type=int, required=True)
-    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
-    args = ap.parse_args()
-    serve(Channel(Connection(args.fd)), args.device)
-    sys.stdout.flush()
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

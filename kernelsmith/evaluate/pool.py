@@ -36,13 +36,32 @@ class JudgeDied(Exception):
     pass
 
 
+def _nvml_device_count() -> int | None:
+    """GPU count from the driver's NVML library: milliseconds, where importing torch takes seconds."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        count = ctypes.c_uint(0)
+        ok = nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
+        nvml.nvmlShutdown()
+        return count.value if ok else None
+    except (OSError, AttributeError):
+        return None
+
+
 def visible_gpus() -> list[str]:
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         return [d.strip() for d in cvd.split(",") if d.strip()]
-    import torch
+    count = _nvml_device_count()
+    if count is None:
+        import torch
 
-    return [str(i) for i in range(torch.cuda.device_count())]
+        count = torch.cuda.device_count()
+    return [str(i) for i in range(count)]
 
 
 class JudgeProcess:
@@ -56,7 +75,7 @@ class JudgeProcess:
         env = scrubbed_env({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
         env.pop("TRITON_INTERPRET", None)  # the judge runs only PyTorch code
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python("kernelsmith.evaluate.judge", ["--fd", str(child.fileno()), "--device", device],
+            self.proc = spawn_python("kernelsmith.evaluate.worker", ["--fd", str(child.fileno()), "--device", device],
                                      env=env, pass_fds=[child.fileno()], stdout=log, stderr=log)
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))

@@ -9,22 +9,21 @@ plain dense `torch.Tensor` from memory, so subclasses and lazy tensors cannot cr
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 from multiprocessing.connection import Connection
 
-import torch
+# torch is imported where tensors are handled, so that the pool side (and the CLI) starts fast.
 
-_DTYPES = {
-    str(d).removeprefix("torch."): d
-    for d in (
-        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-    )
-}
-for _name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
-    if hasattr(torch, _name):
-        _DTYPES[_name] = getattr(torch, _name)
+
+@functools.cache
+def _dtypes() -> dict:
+    import torch
+
+    names = ["float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",
+             "int16", "int8", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"]
+    return {n: getattr(torch, n) for n in names if hasattr(torch, n)}
 
 
 class ProtocolError(Exception):
@@ -49,8 +48,10 @@ def loads(data: bytes):
         raise ProtocolError(f"unreadable message: {exc}") from None
 
 
-def encode_tensor(t: torch.Tensor) -> dict:
+def encode_tensor(t) -> dict:
     """Sandbox side. Caller keeps `t` alive until the judge acknowledges (CUDA IPC)."""
+    import torch
+
     dtype = str(t.dtype).removeprefix("torch.")
     if t.is_cuda:
         from torch.multiprocessing.reductions import reduce_tensor
@@ -69,14 +70,19 @@ def encode_tensor(t: torch.Tensor) -> dict:
     return {"kind": "cpu", "dtype": dtype, "shape": list(t.shape), "data": data}
 
 
-def decode_tensor(msg: dict) -> torch.Tensor:
+def decode_tensor(msg: dict):
     """Judge side: rebuild a plain tensor from a message; ProtocolError if it is malformed."""
+    import torch
+
     try:
-        dtype = _DTYPES[msg["dtype"]]
+        dtype = _dtypes()[msg["dtype"]]
         shape = torch.Size(int(s) for s in msg["shape"])
         if msg["kind"] == "cpu":
             data = msg["data"]
-            if len(data) == 0:
+            expected = shape.numel() * torch.empty((), dtype=dtype).element_size()
+            if len(data) != expected:
+                raise ProtocolError(f"tensor data holds {len(data)} bytes, its shape needs {expected}")
+            if expected == 0:
                 return torch.empty(shape, dtype=dtype)
             flat = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype)
             return flat.reshape(shape)

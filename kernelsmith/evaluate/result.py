@@ -41,7 +41,8 @@ class StageSeconds(BaseModel):
     """Wall-clock seconds spent per stage of one evaluation."""
 
     static: float = 0.0
-    load: float = 0.0  # worker start-up wait, import, compile, construction
+    worker_wait: float = 0.0  # waiting for a warm sandbox (only when none was ready yet)
+    load: float = 0.0  # import of the candidate (CUDA C++ builds here), ModelNew construction
     correctness: float = 0.0
     baseline: float = 0.0  # reference and torch.compile timing (0 when cached)
     timing: float = 0.0

@@ -86,6 +86,8 @@ class Sandbox:
         self.chan.send({"op": "error", "stage": stage, "kind": kind or classify(exc), "error": excerpt(exc, replace=replace)})
 
     def run(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.init()  # while warming up, not on the evaluation's clock
         self.chan.send({"op": "ready", "pid": os.getpid()})
         job = self.chan.recv()
         self.workdir = Path(job["workdir"])

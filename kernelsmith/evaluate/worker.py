@@ -1,0 +1,40 @@
+"""Entry point of a judge process.
+
+It starts its first sandbox before importing torch, so the two warm up side by side and a
+one-off `kernelsmith eval` does not wait for them one after the other.
+
+    python -m kernelsmith.evaluate.worker --fd N --device cpu|cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from kernelsmith.evaluate.process import become_subreaper
+from kernelsmith.evaluate.protocol import Channel
+from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    args = ap.parse_args()
+    become_subreaper()  # before any sandbox exists, so its orphans re-parent to us
+    tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
+    first = SandboxHandle(args.device, tmp)
+
+    from kernelsmith.evaluate.judge import serve  # torch: seconds to import
+
+    serve(Channel(Connection(args.fd)), args.device, tmp, [first])
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
