@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kernelsmith.errors import CandidateError
-from kernelsmith.task import top_level_names
+from kernelsmith.task import read_source, top_level_names
 
 TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 
@@ -93,15 +94,8 @@ class Candidate:
 
     @classmethod
     def from_file(cls, path) -> "Candidate":
-        from pathlib import Path
-
         p = Path(path)
-        if not p.is_file():
-            raise CandidateError(f"candidate file not found: {p}")
-        try:
-            source = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CandidateError(f"cannot read candidate file {p}: {exc}") from None
+        source = read_source(p, "candidate", CandidateError)
         facts = analyze(source)
         if facts.syntax_error is None and not facts.has_model_new:
             raise CandidateError(f"{p} is not a candidate: no class ModelNew defined at top level")

@@ -39,6 +39,18 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def options_or_fail(model, **values):
+    """Build a pydantic options model; a bad value is one line and exit 2, not a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "--" + str(first["loc"][0]).replace("_", "-") if first.get("loc") else "option"
+        raise UserError(f"bad value for {name}: {first['msg']}") from None
+
+
 def _fmt(x, unit: str = "", digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}{unit}"
 
@@ -91,8 +103,8 @@ def eval_cmd(
     try:
         t = Task.from_file(task)
         c = Candidate.from_file(candidate)
-        opts = EvalOptions(device=device.value, timeout=timeout, memory_limit=memory_limit, trials=trials,
-                           compile_baseline=compile_baseline, use_baseline_cache=cache)
+        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, memory_limit=memory_limit,
+                               trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache)
         result = evaluate(t, c, opts)
     except UserError as exc:
         fail(str(exc), exc.exit_code)

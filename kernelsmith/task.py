@@ -17,6 +17,16 @@ from pathlib import Path
 from kernelsmith.errors import TaskError
 
 
+def read_source(path: Path, what: str, error: type[Exception]) -> str:
+    """A source file's text, or `error` with one line saying why not."""
+    if not path.is_file():
+        raise error(f"{what} file not found: {path}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {what} file {path}: {exc}") from None
+
+
 def top_level_names(tree: ast.Module) -> dict[str, str]:
     """Names bound at module level, mapped to 'class', 'def' or 'assign'."""
     names: dict[str, str] = {}
@@ -46,13 +56,7 @@ class Task:
     @classmethod
     def from_file(cls, path: str | Path) -> "Task":
         p = Path(path)
-        if not p.is_file():
-            raise TaskError(f"task file not found: {p}")
-        try:
-            source = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TaskError(f"cannot read task file {p}: {exc}") from None
-        return cls.from_source(source, name=p.stem, path=str(p))
+        return cls.from_source(read_source(p, "task", TaskError), name=p.stem, path=str(p))
 
     @classmethod
     def from_source(cls, source: str, name: str = "task", path: str | None = None) -> "Task":

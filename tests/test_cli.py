@@ -66,6 +66,20 @@ def test_bad_memory_limit_exits_2():
     assert_usage_error(p, "bad size")
 
 
+def test_bad_timeout_exits_2():
+    p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--timeout", "-1")
+    assert_usage_error(p, "--timeout", "greater than 0")
+
+
+def test_cuda_without_gpu_exits_2():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cuda")
+    assert_usage_error(p, "no CUDA GPU")
+
+
 def test_eval_json_softmax():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)
