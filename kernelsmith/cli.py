@@ -66,8 +66,13 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
     table.add_row("speedup vs torch.compile", _fmt(result.speedup_vs_compile, "x"))
     table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
     table.add_row("reference (eager)", _fmt(result.reference_ms, " ms", 4))
-    table.add_row("torch.compile", _fmt(result.compile_ms, " ms", 4)
-                  + (f"  ({result.compile_baseline_error})" if result.compile_baseline_error else ""))
+    if result.compile_baseline_error:
+        compiled = f"failed: {result.compile_baseline_error}"
+    elif result.compile_ms is None and result.reference_ms is not None:
+        compiled = "not timed (--compile-baseline times it)"
+    else:
+        compiled = _fmt(result.compile_ms, " ms", 4)
+    table.add_row("torch.compile", compiled)
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
     table.add_row("kernels", kernels + (f"  ({result.kernel_launches} launches in trials)"
                                         if result.kernel_launches is not None else ""))
