@@ -52,15 +52,11 @@ class BaselineCache:
                 payload[name] = TimingStats(**payload[name])
         return payload
 
-    def put(self, key: str, gpu: str, torch_version: str, task_hash: str, reference: TimingStats,
-            compiled: TimingStats | None, compile_error: str | None) -> None:
-        payload = json.dumps({
-            "reference": reference.model_dump(),
-            "compile": compiled.model_dump() if compiled else None,
-            "compile_error": compile_error,
-        })
+    def put(self, key: str, gpu: str, torch_version: str, task_hash: str, payload: dict) -> None:
+        """Store `payload`; TimingStats values are stored as their fields."""
+        text = json.dumps({k: v.model_dump() if isinstance(v, TimingStats) else v for k, v in payload.items()})
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO baselines (key, gpu, torch, task_hash, payload) VALUES (?, ?, ?, ?, ?)",
-                (key, gpu, torch_version, task_hash, payload),
+                (key, gpu, torch_version, task_hash, text),
             )

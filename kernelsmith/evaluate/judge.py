@@ -20,19 +20,26 @@ from pathlib import Path
 import torch
 
 from kernelsmith.candidate import analyze
-from kernelsmith.evaluate import timing
+from kernelsmith.evaluate import roofline, timing
 from kernelsmith.evaluate.baseline_cache import BaselineCache
-from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs
+from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs, is_degenerate
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
 from kernelsmith.evaluate.result import EvalResult, StageSeconds, Status, TimingStats, TrialReport
-from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, synchronize
+from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
 from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
 from kernelsmith.task import load_module
 
 
 class TaskLoadError(Exception):
     """The task's own code failed in the judge: not the candidate's fault, no verdict."""
+
+
+# Host time per call above UNSYNCED_FACTOR x event time + UNSYNCED_SLACK_MS (launch and sync
+# latency) means work the events on the current stream did not see.
+UNSYNCED_FACTOR = 1.5
+UNSYNCED_SLACK_MS = 0.05
 
 
 def _seed() -> int:
@@ -118,36 +125,63 @@ class Judge:
         return out
 
     def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
+        """Eager and torch.compile timings of the reference, with the task's bytes and FLOPs."""
         eff = opts.effective_timing()
-        timing_key = f"{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:{opts.wants_compile_baseline}"
+        timing_key = (f"{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
+                      f"{opts.wants_compile_baseline}")
         key = BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)
         if opts.use_baseline_cache:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit, True
-        inputs, _ = self.run_reference(task, model, _seed())
+        seed = _seed()
+        inputs, out = self.run_reference(task, model, seed)
+        task_bytes = roofline.tensor_bytes(inputs) + roofline.tensor_bytes(out)
+        try:
+            task_flops = roofline.count_flops(model, inputs)
+        except Exception:  # an op the counter cannot trace: count bytes only
+            task_flops = 0
+        del out
+
+        def refill(rep: int) -> None:
+            refill_inputs(task, inputs, seed + 1 + rep, self.device)
+
         flush = timing.L2Flusher(self.device)
-        ref = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush)
+        ref, _ = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
         compiled, compile_error = None, None
         if opts.wants_compile_baseline:
             try:
                 cmodel = torch.compile(model)
                 self.forward(cmodel, inputs)  # compiles
-                compiled = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush)
+                compiled, _ = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
             except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
                 compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        self.cache.put(key, self.gpu_name, self.torch_version, task_hash, ref, compiled, compile_error)
-        return {"reference": ref, "compile": compiled, "compile_error": compile_error}, False
+        payload = {"reference": ref, "compile": compiled, "compile_error": compile_error,
+                   "task_bytes": task_bytes, "task_flops": task_flops}
+        self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
+        return payload, False
+
+    def floor_ms(self, baseline: dict) -> float | None:
+        """The task's roofline floor on this GPU (None on the CPU)."""
+        if self.device != "cuda":
+            return None
+        key = f"ceilings|{self.gpu_name}|{self.torch_version}"
+        ceilings = self.cache.get(key)
+        if ceilings is None:
+            ceilings = roofline.measure_ceilings()
+            self.cache.put(key, self.gpu_name, self.torch_version, "", ceilings)
+        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), ceilings)
 
     @staticmethod
     def forward_nosync(model, inputs):
         with torch.no_grad():
             return model(*inputs)
 
-    def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions) -> Comparison:
+    def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions,
+              check_l2: bool = False) -> Comparison:
         got = _decode_leaves(msg.get("outputs", []))
         ref_leaves = flatten_outputs(ref_out)
-        cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol)
+        cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol, check_l2=check_l2)
         if cmp.ok and ref_inputs is not None:
             got_inputs = _decode_leaves(msg.get("inputs", []))
             if len(got_inputs) != len(ref_inputs):
@@ -171,8 +205,9 @@ class Judge:
 
         def verdict(status: Status, error: str | None = None, **extra) -> EvalResult:
             stages.total = time.monotonic() - t0
-            return EvalResult(status=status, correct=status == Status.correct, error=error,
-                              stages=stages, **base, **extra)
+            details = dict(base.get("flag_details", {}))
+            fields = {**base, "flags": sorted(details), "flag_details": details, **extra}
+            return EvalResult(status=status, correct=status == Status.correct, error=error, stages=stages, **fields)
 
         facts = analyze(candidate_source)
         stages.static = time.monotonic() - t0
@@ -186,6 +221,8 @@ class Judge:
         sb = self.take_sandbox()
         deadline = t0 + opts.timeout
         trials: list[TrialReport] = []
+        flags: dict[str, str] = {}
+        base.update(flags=[], flag_details=flags)  # filled in as findings come
         launches = 0
         try:
             sb.wait_ready(deadline)
@@ -208,18 +245,36 @@ class Judge:
             stages.baseline = t_base - t_load
             deadline += stages.baseline  # the judge's own time is not the candidate's
 
+            degenerate = False
             for i in range(opts.trials):
                 seed = _seed()
-                sb.send({"op": "trial", "seed": seed})
+                sb.send({"op": "trial", "seed": seed, "record_ops": i == 0})
                 inputs, ref_out = self.run_reference(task, ref_model, seed)
                 msg = sb.wait(deadline, opts.memory_limit, f"correctness trial {i + 1}")
                 if msg.get("op") == "error":
                     return verdict(*_failure(msg), trials=trials)
-                launches += int(msg.get("launches", 0))
-                cmp = self.check(msg, ref_out, inputs, opts)
+                launched = int(msg.get("launches", 0))
+                launches += launched
+                if i == 0:
+                    degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
+                    if degenerate:
+                        flags["degenerate_task"] = ("an all-zero or constant output passes this task's elementwise "
+                                                    "tolerance; outputs were also checked by relative L2 error")
+                    ops = [str(o) for o in msg.get("compute_ops", [])][:20]
+                    if ops:
+                        flags["torch_compute_op"] = "torch ran compute ops in forward: " + ", ".join(ops)
+                threads = [str(t) for t in msg.get("threads", [])][:10]
+                if threads:
+                    flags["background_thread"] = "threads still running after forward: " + ", ".join(threads)
+                cmp = self.check(msg, ref_out, inputs, opts, check_l2=degenerate)
                 sb.send({"op": "ack"})
                 trials.append(TrialReport(seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err,
                                           max_rel_err=cmp.max_rel_err, message=cmp.message))
+                if launched == 0:
+                    flags["no_custom_kernel"] = f"no custom kernel ran during forward in trial {i + 1}"
+                    return verdict(Status.rejected, f"no custom kernel (Triton or CUDA extension) ran during forward "
+                                   f"in trial {i + 1}: the work must be done by the candidate's own kernels",
+                                   trials=trials, kernel_launches=launches)
                 if not cmp.ok:
                     stages.correctness = time.monotonic() - t_base
                     return verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}",
@@ -227,36 +282,49 @@ class Judge:
             t_corr = time.monotonic()
             stages.correctness = t_corr - t_base
 
-            seed = _seed()
-            _, ref_out = self.run_reference(task, ref_model, seed)
-            sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
+            sb.send({"op": "time", "seed": _seed(), "options": opts.model_dump()})
             msg = sb.wait(deadline, opts.memory_limit, "timing")
             if msg.get("op") == "error":
                 return verdict(*_failure(msg), trials=trials)
-            cmp = self.check(msg, ref_out, None, opts)
+            _, ref_out = self.run_reference(task, ref_model, int(msg["last_seed"]))
+            cmp = self.check(msg, ref_out, None, opts, check_l2=degenerate)
             sb.send({"op": "ack"})
             stages.timing = time.monotonic() - t_corr
             if not cmp.ok:
                 return verdict(Status.incorrect, f"output of a timed call: {cmp.message}",
                                trials=trials, kernel_launches=launches)
             cand = TimingStats(**msg["stats"])
+            host = TimingStats(**msg["host_stats"]) if msg.get("host_stats") else None
+            if not cand.median_ms > 0:
+                return verdict(Status.runtime_error, "the timing reported a non-positive time", trials=trials)
         except SandboxFailure as failure:
             return verdict(Status(failure.status), failure.message, trials=trials)
-        except ProtocolError as exc:
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
             return verdict(Status.runtime_error, f"bad message from the candidate process: {exc}", trials=trials)
         finally:
             sb.close()
+            kill_strays({s.proc.pid for s in self.spares})
             self.top_up_spares(1)
 
+        cand_ms = cand.median_ms
+        if host is not None and host.median_ms > UNSYNCED_FACTOR * cand_ms + UNSYNCED_SLACK_MS:
+            flags["unsynced_work"] = (f"a call takes {host.median_ms:.4g} ms on the host clock across a device-wide "
+                                      f"sync but {cand_ms:.4g} ms on the stream's events: work runs outside the "
+                                      "timed stream; the host time is used")
+            cand_ms = host.median_ms
+        floor = self.floor_ms(baseline)
+        if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
+            flags["faster_than_roofline"] = (f"{cand_ms:.4g} ms is below the task's roofline floor of {floor:.4g} ms "
+                                             "(bytes / measured bandwidth, FLOPs / measured peak)")
         ref_t: TimingStats = baseline["reference"]
         comp_t: TimingStats | None = baseline["compile"]
         return verdict(
             Status.correct,
-            speedup=ref_t.median_ms / cand.median_ms,
-            speedup_vs_compile=(comp_t.median_ms / cand.median_ms) if comp_t else None,
-            candidate_ms=cand.median_ms, reference_ms=ref_t.median_ms,
-            compile_ms=comp_t.median_ms if comp_t else None,
-            timing=cand, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
+            speedup=ref_t.median_ms / cand_ms,
+            speedup_vs_compile=(comp_t.median_ms / cand_ms) if comp_t else None,
+            candidate_ms=cand_ms, reference_ms=ref_t.median_ms,
+            compile_ms=comp_t.median_ms if comp_t else None, floor_ms=floor,
+            timing=cand, host_timing=host, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
             compile_baseline_error=baseline.get("compile_error"), trials=trials, kernel_launches=launches,
         )
 

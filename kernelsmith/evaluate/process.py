@@ -139,3 +139,36 @@ def wait_gone(proc: subprocess.Popen, seconds: float) -> bool:
             return True
         time.sleep(0.01)
     return proc.poll() is not None
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def kill_strays(keep: set[int]) -> list[int]:
+    """Kill our children in other sessions than ours (and their trees), except `keep`.
+
+    With `become_subreaper`, a process a candidate detached (double fork, setsid) re-parents to
+    us when its parent dies; this finds and ends it. Our own helpers (torch.compile's workers)
+    share our session and are left alone; sandboxes have sessions of their own, so the live
+    ones are passed in `keep`. Returns the pids killed.
+    """
+    children = _children_map()
+    mine = os.getsid(0)
+    strays = [p for p in children.get(os.getpid(), []) if p not in keep and _session(p) not in (None, mine)]
+    killed = []
+    for pid in strays:
+        stack = [pid]
+        while stack:
+            p = stack.pop()
+            stack += children.get(p, [])
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed.append(p)
+            except (ProcessLookupError, PermissionError):
+                pass
+    reap(killed)
+    return killed

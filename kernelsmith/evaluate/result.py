@@ -67,6 +67,8 @@ class EvalResult(BaseModel):
     compile_ms: float | None = None
     flags: list[str] = Field(default_factory=list)
     error: str | None = None
+    flag_details: dict[str, str] = Field(default_factory=dict)  # flag -> what was seen
+    floor_ms: float | None = None  # the task's roofline floor on this GPU
 
     device: str = "cpu"
     gpu_name: str | None = None
@@ -78,6 +80,7 @@ class EvalResult(BaseModel):
     kernel_launches: int | None = None
     trials: list[TrialReport] = Field(default_factory=list)
     timing: TimingStats | None = None
+    host_timing: TimingStats | None = None  # host clock across a device-wide sync (CUDA)
     reference_timing: TimingStats | None = None
     compile_timing: TimingStats | None = None
     baseline_cached: bool = False

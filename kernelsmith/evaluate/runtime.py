@@ -61,3 +61,11 @@ def excerpt(exc: BaseException, limit: int = 2500, replace: dict[str, str] | Non
     if len(out) > limit:
         out = "...\n" + out[-limit:]
     return out
+
+
+def refill_inputs(task: types.ModuleType, inputs: list, seed: int, device: str,
+                  copy=torch.Tensor.copy_) -> None:
+    """Give `inputs` the contents `make_inputs(seed)` would have, in the same buffers."""
+    for dst, src in zip(inputs, make_inputs(task, seed, device)):
+        if isinstance(dst, torch.Tensor):
+            copy(dst, src)

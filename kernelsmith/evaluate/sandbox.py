@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -23,32 +24,14 @@ from kernelsmith.evaluate import timing
 from kernelsmith.evaluate.checks import flatten_outputs
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
-from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, synchronize
+from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.watch import LaunchCounter, TorchOpRecorder, new_threads
 from kernelsmith.task import load_module
 
-
-class LaunchCounter:
-    """Counts Triton kernel launches (compiled and interpreted) while candidate code runs."""
-
-    def __init__(self):
-        self.count = 0
-        from triton.runtime.jit import JITFunction
-
-        classes = [JITFunction]
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            classes.append(InterpretedFunction)
-        except ImportError:
-            pass
-        for cls in classes:
-            original = cls.run
-
-            def run(fn_self, *args, __original=original, **kwargs):
-                self.count += 1
-                return __original(fn_self, *args, **kwargs)
-
-            cls.run = run
+# Bound before any candidate code is imported: patching these names later changes nothing here.
+_clone = torch.Tensor.clone
+_copy = torch.Tensor.copy_
+_enumerate_threads = threading.enumerate
 
 
 def classify(exc: BaseException) -> str:
@@ -111,7 +94,7 @@ class Sandbox:
         while True:
             msg = self.chan.recv()
             if msg["op"] == "trial":
-                if not self.trial(msg["seed"]):
+                if not self.trial(msg["seed"], bool(msg.get("record_ops"))):
                     return
             elif msg["op"] == "time":
                 if not self.time(msg["seed"], EvalOptions(**msg["options"])):
@@ -123,43 +106,66 @@ class Sandbox:
         with torch.no_grad():
             return self.model(*inputs)
 
-    def send_outputs(self, op: str, out, inputs: list, **extra) -> bool:
+    def send_outputs(self, op: str, leaves: list, inputs: list, **extra) -> bool:
         try:
-            leaves = flatten_outputs(out)
             msg = {"op": op, "outputs": encode_leaves(leaves), "inputs": encode_leaves(inputs), **extra}
         except BaseException as exc:
             self.fail(op, exc, "runtime_error")
             return False
         self.chan.send(msg)
-        ack = self.chan.recv()  # keep `out` alive until the judge has read it (CUDA IPC)
+        ack = self.chan.recv()  # keep the tensors alive until the judge has read them (CUDA IPC)
         return ack.get("op") == "ack"
 
-    def trial(self, seed: int) -> bool:
+    @staticmethod
+    def snapshot(out) -> list:
+        """Copies of the outputs taken right after forward and a device sync: whatever a thread,
+        timer or stream writes into them later cannot reach the judge."""
+        leaves = flatten_outputs(out)
+        return [_clone(x) if type(x) is torch.Tensor else x for x in leaves]
+
+    def trial(self, seed: int, record_ops: bool) -> bool:
         try:
             inputs = make_inputs(self.task, seed, self.device)
+            threads_before = set(_enumerate_threads())
             before = self.launches.count
-            out = self.forward(inputs)
+            recorder = TorchOpRecorder(self.launches) if record_ops else None
+            if recorder is not None:
+                with recorder:
+                    out = self.forward(inputs)
+            else:
+                out = self.forward(inputs)
             synchronize(self.device)
+            leaves = self.snapshot(out)
             launched = self.launches.count - before
+            threads = new_threads(threads_before)
         except BaseException as exc:
             self.fail("trial", exc)
             return False
-        return self.send_outputs("outputs", out, inputs, launches=launched)
+        return self.send_outputs("outputs", leaves, inputs, launches=launched, threads=threads,
+                                 compute_ops=sorted(recorder.compute_ops) if recorder else [])
 
     def time(self, seed: int, opts: EvalOptions) -> bool:
-        last = {}
+        """Timed calls, each on inputs refilled in place from a fresh seed (seed + 1 + rep), so
+        no call can reuse the work of an earlier one; the final call's output goes to the judge."""
+        last: dict = {}
         try:
             inputs = make_inputs(self.task, seed, self.device)
+
+            def refill(rep: int) -> None:
+                refill_inputs(self.task, inputs, seed + 1 + rep, self.device, copy=_copy)
+                last["seed"] = seed + 1 + rep
 
             def call():
                 last["out"] = self.forward(inputs)
 
-            stats = timing.benchmark(call, opts)
+            stats, host = timing.benchmark(call, opts, prepare=refill)
             synchronize(self.device)
+            leaves = self.snapshot(last["out"])
         except BaseException as exc:
             self.fail("timing", exc)
             return False
-        return self.send_outputs("timed", last["out"], [], stats=stats.model_dump())
+        return self.send_outputs("timed", leaves, [], stats=stats.model_dump(), last_seed=last["seed"],
+                                 host_stats=host.model_dump() if host else None)
 
 
 def main() -> None:

@@ -45,21 +45,32 @@ def _cuda_once(fn: Callable[[], object], flush: L2Flusher) -> float:
     return _elapsed(start, end)
 
 
-def benchmark(fn: Callable[[], object], opts: EvalOptions, flush: L2Flusher | None = None) -> TimingStats:
+HOST_CHECK_REPS = 5
+
+
+def benchmark(fn: Callable[[], object], opts: EvalOptions, flush: L2Flusher | None = None,
+              prepare: Callable[[int], None] | None = None) -> tuple[TimingStats, TimingStats | None]:
+    """Time `fn`; `prepare(rep)` runs before each timed repetition, outside the timed region.
+
+    Returns the timing and, on CUDA, a host-clock check: a few more calls each timed from the
+    host across a device-wide sync, which sees work that other streams or threads hide from the
+    events on the current stream.
+    """
     opts = opts.effective_timing()
+    prepare = prepare or (lambda rep: None)
     if opts.device != "cuda":
         fn()  # one untimed call
         samples = []
-        for _ in range(opts.min_reps):
+        for rep in range(opts.min_reps):
+            prepare(rep)
             t0 = _perf_counter()
             fn()
             samples.append((_perf_counter() - t0) * 1e3)
-        return TimingStats.from_samples(samples)
+        return TimingStats.from_samples(samples), None
 
     flush = flush or L2Flusher("cuda")
     _synchronize()
-    est = min(_cuda_once(fn, flush) for _ in range(3))
-    est = max(est, 1e-3)
+    est = max(min(_cuda_once(fn, flush) for _ in range(3)), 1e-3)
     warm_end = _perf_counter() + opts.warmup_ms / 1e3
     while _perf_counter() < warm_end:  # host-side clock: keeps the GPU busy while clocks ramp
         fn()
@@ -67,10 +78,21 @@ def benchmark(fn: Callable[[], object], opts: EvalOptions, flush: L2Flusher | No
     reps = min(max(math.ceil(opts.timing_budget_ms / est), opts.min_reps), opts.max_reps)
     starts = [_Event(enable_timing=True) for _ in range(reps)]
     ends = [_Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
+    for rep in range(reps):
+        prepare(rep)
         flush()
-        _record(starts[i])
+        _record(starts[rep])
         fn()
-        _record(ends[i])
+        _record(ends[rep])
     _synchronize()
-    return TimingStats.from_samples([_elapsed(s, e) for s, e in zip(starts, ends)])
+    stats = TimingStats.from_samples([_elapsed(s, e) for s, e in zip(starts, ends)])
+    host = []
+    for rep in range(reps, reps + HOST_CHECK_REPS):
+        prepare(rep)
+        flush()
+        _synchronize()
+        t0 = _perf_counter()
+        fn()
+        _synchronize()
+        host.append((_perf_counter() - t0) * 1e3)
+    return stats, TimingStats.from_samples(host)
