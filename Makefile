@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test]"
+	@# Sandboxes use bubblewrap (Debian's package) for a read-only, network-less view; without it
+	@# they still run, less isolated (docs/integrity.md).
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1; } || \
+	  echo "note: bubblewrap is not installed: candidate sandboxes run without filesystem and network isolation"
 	touch $(STAMP)
 
 # Until the search exists: evaluate the bundled Triton softmax against its task, on the CPU

@@ -27,10 +27,12 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def spawn_python(module: str, args: list[str], *, env: dict[str, str], pass_fds=(), cwd=None,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> subprocess.Popen:
-    """Start `python -m module args` in its own session (so its whole group can be killed)."""
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, wrapper: list[str] | None = None,
+                 ) -> subprocess.Popen:
+    """Start `python -m module args` in its own session (so its whole group can be killed),
+    optionally inside `wrapper` (a sandboxing command line)."""
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args], env=env, pass_fds=tuple(pass_fds), cwd=cwd,
+        [*(wrapper or []), sys.executable, "-m", module, *args], env=env, pass_fds=tuple(pass_fds), cwd=cwd,
         stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True,
     )
 

@@ -10,6 +10,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from kernelsmith.evaluate import isolation
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python, tree_rss
 from kernelsmith.evaluate.protocol import Channel, ProtocolError
 
@@ -41,6 +42,7 @@ class SandboxHandle:
             self.proc = spawn_python(
                 "kernelsmith.evaluate.sandbox", ["--fd", str(child.fileno()), "--device", device],
                 env=env, pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
+                wrapper=isolation.wrapper(self.workdir),
             )
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
