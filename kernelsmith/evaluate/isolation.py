@@ -2,7 +2,8 @@
 
 With bubblewrap (Debian's `bubblewrap`): the whole filesystem read-only, the sandbox's own
 scratch directory writable, /dev/shm shared (CUDA IPC reference counters live there), no
-network (a new network namespace), and death with the judge. Without it, the sandbox still gets
+network (a new network namespace), on the CPU a PID namespace of its own, and death with the
+judge. Without it, the sandbox still gets
 a scrubbed environment, a private HOME/TMPDIR and its process tree killed, but can write where
 the user can and reach the network: `KERNELSMITH_SANDBOX=bwrap` makes its absence an error.
 """
@@ -23,7 +24,8 @@ def bwrap_works() -> bool:
     exe = shutil.which("bwrap")
     if exe is None:
         return False
-    probe = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-net", "true"]
+    probe = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-net",
+             "--unshare-pid", "true"]
     try:
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -44,10 +46,16 @@ def mode() -> str:
     return "none"
 
 
-def wrapper(workdir: Path) -> list[str]:
-    """The command prefix that isolates a sandbox whose scratch directory is `workdir`."""
+def wrapper(workdir: Path, device: str) -> list[str]:
+    """The command prefix that isolates a sandbox whose scratch directory is `workdir`.
+
+    On the CPU the sandbox also gets its own PID namespace, so /proc shows no other process
+    (an ancestor's /proc/PID/environ would hold the user's secrets). On CUDA that is not done
+    yet: CUDA IPC between the judge and a sandbox in another PID namespace is unverified.
+    """
     if mode() != "bwrap":
         return []
+    pid = ["--unshare-pid"] if device == "cpu" else []
     return [
         shutil.which("bwrap") or "bwrap",
         "--ro-bind", "/", "/",
@@ -56,6 +64,7 @@ def wrapper(workdir: Path) -> list[str]:
         "--proc", "/proc",
         "--bind", str(workdir), str(workdir),
         "--unshare-net",
+        *pid,
         "--die-with-parent",
         "--chdir", str(workdir),
     ]

@@ -282,19 +282,23 @@ class Judge:
             t_corr = time.monotonic()
             stages.correctness = t_corr - t_base
 
-            sb.send({"op": "time", "seed": _seed(), "options": opts.model_dump()})
+            seed = _seed()
+            sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
             msg = sb.wait(deadline, opts.memory_limit, "timing")
             if msg.get("op") == "error":
                 return verdict(*_failure(msg), trials=trials)
-            _, ref_out = self.run_reference(task, ref_model, int(msg["last_seed"]))
+            cand = TimingStats(**msg["stats"])
+            host = TimingStats(**msg["host_stats"]) if msg.get("host_stats") else None
+            # Timed call k ran on inputs of seed + 1 + k; the last one's output is checked. The
+            # judge derives that seed from the number of calls instead of taking it as told.
+            last_seed = seed + cand.reps + (host.reps if host else 0)
+            _, ref_out = self.run_reference(task, ref_model, last_seed)
             cmp = self.check(msg, ref_out, None, opts, check_l2=degenerate)
             sb.send({"op": "ack"})
             stages.timing = time.monotonic() - t_corr
             if not cmp.ok:
                 return verdict(Status.incorrect, f"output of a timed call: {cmp.message}",
                                trials=trials, kernel_launches=launches)
-            cand = TimingStats(**msg["stats"])
-            host = TimingStats(**msg["host_stats"]) if msg.get("host_stats") else None
             if not cand.median_ms > 0:
                 return verdict(Status.runtime_error, "the timing reported a non-positive time", trials=trials)
         except SandboxFailure as failure:

@@ -131,6 +131,11 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             name = f"signal {-returncode}"
         return f"killed by {name}"
+    if 128 < returncode < 128 + 65:  # a shell or bubblewrap reports a child's signal this way
+        try:
+            return f"killed by {signal.Signals(returncode - 128).name} (exit code {returncode})"
+        except ValueError:
+            pass
     return f"exited with code {returncode}"
 
 

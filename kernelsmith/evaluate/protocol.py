@@ -114,8 +114,8 @@ class Channel:
     def poll(self, timeout: float) -> bool:
         return self.conn.poll(timeout)
 
-    def recv(self):
-        return loads(self.conn.recv_bytes())
+    def recv(self, max_bytes: int | None = None):
+        return loads(self.conn.recv_bytes(max_bytes))
 
     def close(self) -> None:
         self.conn.close()

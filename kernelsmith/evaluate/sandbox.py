@@ -153,7 +153,6 @@ class Sandbox:
 
             def refill(rep: int) -> None:
                 refill_inputs(self.task, inputs, seed + 1 + rep, self.device, copy=_copy)
-                last["seed"] = seed + 1 + rep
 
             def call():
                 last["out"] = self.forward(inputs)
@@ -164,7 +163,7 @@ class Sandbox:
         except BaseException as exc:
             self.fail("timing", exc)
             return False
-        return self.send_outputs("timed", leaves, [], stats=stats.model_dump(), last_seed=last["seed"],
+        return self.send_outputs("timed", leaves, [], stats=stats.model_dump(),
                                  host_stats=host.model_dump() if host else None)
 
 

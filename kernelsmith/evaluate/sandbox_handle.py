@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -42,12 +43,17 @@ class SandboxHandle:
             self.proc = spawn_python(
                 "kernelsmith.evaluate.sandbox", ["--fd", str(child.fileno()), "--device", device],
                 env=env, pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
-                wrapper=isolation.wrapper(self.workdir),
+                wrapper=isolation.wrapper(self.workdir, device),
             )
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
         self.ready = False
+        self.timed_out = False
+        self._message = None
+        # On CUDA tensors travel as IPC handles, so honest messages are small; on the CPU they
+        # carry the data.
+        self.max_message = 64 * 2**20 if device == "cuda" else 2**31
 
     def log_tail(self) -> str:
         try:
@@ -63,15 +69,13 @@ class SandboxHandle:
         last_rss_check = 0.0
         while True:
             if self.chan.poll(0.02):
-                try:
-                    return self.chan.recv()
-                except (EOFError, ConnectionError, OSError):
-                    pass  # it died: report below
-                except ProtocolError as exc:
-                    raise SandboxFailure("runtime_error", f"{stage}: {exc}") from None
-                else:
-                    continue
+                self._receive(deadline, stage)
+                if self._message is not None:
+                    msg, self._message = self._message, None
+                    return msg
             now = time.monotonic()
+            if self.timed_out:
+                raise SandboxFailure("timeout", f"a message was still incomplete during {stage} at the time limit")
             if self.proc.poll() is not None:
                 tail = self.log_tail()
                 msg = f"candidate process {describe_exit(self.proc.returncode)} during {stage}"
@@ -87,6 +91,26 @@ class SandboxHandle:
                         f"candidate exceeded the memory limit during {stage}: "
                         f"{rss / 2**30:.2f} GiB resident > {memory_limit / 2**30:.2f} GiB",
                     )
+
+    def _receive(self, deadline: float, stage: str) -> None:
+        """Read one message. A frame can announce more bytes than ever come, so the read is
+        bounded by the deadline (a timer kills the sandbox) and by a size limit."""
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._kill_at_deadline)
+        timer.start()
+        try:
+            self._message = self.chan.recv(self.max_message)
+        except (EOFError, ConnectionError):
+            pass  # it died or was killed: the caller reports why
+        except OSError as exc:  # "bad message length": larger than any honest message
+            raise SandboxFailure("runtime_error", f"{stage}: unreadable message from the candidate process ({exc})") from None
+        except ProtocolError as exc:
+            raise SandboxFailure("runtime_error", f"{stage}: {exc}") from None
+        finally:
+            timer.cancel()
+
+    def _kill_at_deadline(self) -> None:
+        self.timed_out = True
+        kill_tree(self.proc)
 
     def wait_ready(self, deadline: float) -> None:
         if self.ready:

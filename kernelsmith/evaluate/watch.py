@@ -25,6 +25,12 @@ GLUE_OPS = frozenset("""
 """.split())
 
 
+def _empty_grid(grid) -> bool:
+    """A launch over a literal grid with a zero dimension does no work and does not count.
+    (A callable grid is evaluated by Triton itself and is counted as launched.)"""
+    return isinstance(grid, (tuple, list)) and any(isinstance(g, int) and g <= 0 for g in grid)
+
+
 class LaunchCounter:
     """Counts custom-kernel launches that completed: Triton (compiled or interpreted) and calls
     into extensions built by `torch.utils.cpp_extension.load_inline` / `load`."""
@@ -44,7 +50,8 @@ class LaunchCounter:
                 result = fn(*args, **kwargs)
             finally:
                 counter.depth -= 1
-            counter.count += 1
+            if not _empty_grid(kwargs.get("grid")):
+                counter.count += 1
             return result
 
         return launch

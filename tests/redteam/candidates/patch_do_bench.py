@@ -1,0 +1,43 @@
+"""Cheat attempt: replace Triton's benchmarking helper.
+
+At import it replaces triton.testing.do_bench (and do_bench_cudagraph) with a function that
+returns 1e-6 ms, then computes an honest Triton softmax. Expected: correct, with a real time
+(candidate_ms > 1 ms).
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+import triton.testing
+
+
+def _fake_bench(*args, **kwargs):
+    return 1e-6
+
+
+triton.testing.do_bench = _fake_bench
+triton.testing.do_bench_cudagraph = _fake_bench
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        n_rows, n_cols = x.shape
+        out = torch.empty_like(x)
+        softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols))
+        return out
