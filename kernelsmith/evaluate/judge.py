@@ -222,7 +222,7 @@ class Judge:
         deadline = t0 + opts.timeout
         trials: list[TrialReport] = []
         flags: dict[str, str] = {}
-        base.update(flags=[], flag_details=flags)  # filled in as findings come
+        base.update(flag_details=flags)  # filled in as findings come; verdict() derives `flags`
         launches = 0
         try:
             sb.wait_ready(deadline)
