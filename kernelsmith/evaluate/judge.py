@@ -36,10 +36,13 @@ class TaskLoadError(Exception):
     """The task's own code failed in the judge: not the candidate's fault, no verdict."""
 
 
-# Host time per call above UNSYNCED_FACTOR x event time + UNSYNCED_SLACK_MS (launch and sync
-# latency) means work the events on the current stream did not see.
+# Host time per call above UNSYNCED_FACTOR x event time + UNSYNCED_SLACK_MS means work the events
+# on the current stream did not see. The slack covers what the host clock adds to an honest call
+# (Python launch overhead the flush hides from the events, sync latency): measured on the H200,
+# 0.09 ms for a 0.07 ms softmax, so 0.05 ms flagged an honest call. Hidden work smaller than the
+# slack is left to the roofline flag.
 UNSYNCED_FACTOR = 1.5
-UNSYNCED_SLACK_MS = 0.05
+UNSYNCED_SLACK_MS = 0.2
 
 
 def _seed() -> int:
