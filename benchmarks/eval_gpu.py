@@ -95,7 +95,7 @@ def main() -> None:
             report["pool"][task] = runs
             save()
             print(f"{task:8s} warm pool: " + ", ".join(f"{x['wall_s']:.2f}s" for x in runs)
-                  + f" | last stages " + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()), flush=True)
+                  + " | last stages " + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()), flush=True)
 
     speedups, cand = [], []
     for i in range(args.runs):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import platform
 import secrets
 import shutil
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -122,8 +121,7 @@ class Judge:
             raise TaskLoadError(f"the task's reference failed: {type(exc).__name__}: {exc}") from None
 
     def forward(self, model, inputs):
-        with torch.no_grad():
-            out = model(*inputs)
+        out = self.forward_nosync(model, inputs)
         synchronize(self.device)
         return out
 

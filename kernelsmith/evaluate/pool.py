@@ -13,7 +13,6 @@ import threading
 import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Iterable, Protocol
 
 from kernelsmith.candidate import Candidate

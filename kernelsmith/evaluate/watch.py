@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # aten ops that allocate, view, copy or describe tensors: the glue every launcher needs.
