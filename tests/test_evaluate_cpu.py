@@ -8,6 +8,7 @@ verdict; and the pool keeps working after all of them.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -78,13 +79,17 @@ def test_honest_candidate_is_correct(cpu_pool, task, candidate, kernel):
     assert r.task_hash == Task.from_file(_path(task)).hash
 
 
+# Patterns, not exact counts: on random inputs a skipped element can land within tolerance by
+# chance (a row whose dropped last element is tiny; an unwritten zero where the reference is ~0).
 @pytest.mark.parametrize("task, candidate, details", [
     # every row's sum is off
-    pytest.param("rowsum_task", "rowsum_off_by_one", ["64 of 64 elements (100%)", "mismatching positions 0..63 of 64"],
+    pytest.param("rowsum_task", "rowsum_off_by_one", [r"\b6[0-4] of 64 elements \((100|9\d(\.\d)?)%\)",
+                                                      r"mismatching positions [0-3]\.\.6[0-3] of 64"],
                  id="reduction-off-by-one-mask"),
     # the second half of the rows was never written
     pytest.param("elementwise_task", "elementwise_half_written",
-                 ["8192 of 16384 elements (50%)", "first mismatch at [32, 0]", "(indices 32..63)"],
+                 [r"\b81[5-9]\d of 16384 elements \((50|49\.\d)%\)", r"first mismatch at \[32, \d+\]",
+                  r"\(indices 32\.\.63\)"],
                  id="elementwise-half-written"),
 ])
 def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
@@ -96,7 +101,7 @@ def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
     assert "worst at [" in r.error
     assert "expected" in r.error and "got" in r.error
     for detail in details:  # how many are off and where they sit
-        assert detail in r.error
+        assert re.search(detail, r.error), (detail, r.error)
     assert r.trials and not r.trials[-1].ok and r.trials[-1].message
 
 
@@ -145,19 +150,26 @@ def test_no_model_new_is_rejected(cpu_pool):
 
 
 def _sandboxes() -> list[int]:
-    """Sandbox processes below this test process (the judge's warm spare among them)."""
-    out = []
-    for pid in descendants(os.getpid()):
+    """Live sandboxes of the judges below this test process (the judge's warm spare among them).
+
+    A sandbox is counted once, as the judge's direct child: under bubblewrap that child is the
+    wrapper, with bwrap's init and the Python process below it. Grandchildren are not counted:
+    a killed one may still be exiting when the verdict arrives, and re-parents to the judge.
+    """
+    def read(pid: int) -> tuple[bytes, int, bytes] | None:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmd = fh.read()
             with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
+                fields = fh.read().rsplit(b")", 1)[1].split()
         except OSError:
-            continue
-        if b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z":
-            out.append(pid)
-    return out
+            return None
+        return cmd, int(fields[1]), fields[0]
+
+    procs = {pid: info for pid in descendants(os.getpid()) if (info := read(pid))}
+    judges = {pid for pid, (cmd, _, _) in procs.items() if b"kernelsmith.evaluate.worker" in cmd}
+    return [pid for pid, (cmd, ppid, state) in procs.items()
+            if ppid in judges and b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z"]
 
 
 def test_pool_keeps_working_after_faults(cpu_pool, cache_dir):
