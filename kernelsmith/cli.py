@@ -119,6 +119,74 @@ def eval_cmd(
         print_result(result, t.name, c.name)
 
 
+@app.command("evolve")
+def evolve_cmd(
+    task: Path = typer.Argument(..., help="KernelBench-format task file"),
+    seed: Path | None = typer.Option(None, help="starting candidate (ModelNew); without it the LLM translates the reference first"),
+    llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"),
+    model: str | None = typer.Option(None, help="model name at that endpoint (a config can list an ensemble)"),
+    iterations: int | None = typer.Option(None, min=0, help="iterations in total, the start not counted [default: 40]"),
+    run_dir: Path | None = typer.Option(None, help="where the run lives [default: runs/TASK]; an existing run there resumes"),
+    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) [default: cuda]"),
+    config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
+    max_cost: float | None = typer.Option(None, help="stop proposing once the run has cost this many USD"),
+    max_tokens: int | None = typer.Option(None, help="stop proposing after this many tokens in total"),
+    time_limit: float | None = typer.Option(None, help="stop proposing after this many seconds"),
+    early_stop: int | None = typer.Option(None, help="stop after this many iterations without a new best"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
+    json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
+) -> None:
+    """Evolve a fast Triton kernel for TASK with an LLM; every program goes into RUN_DIR."""
+    from kernelsmith.evolve.run import run_evolve
+
+    overrides: dict = {}
+    for key, value in (("iterations", iterations), ("max_cost", max_cost), ("max_tokens", max_tokens),
+                       ("time_limit", time_limit), ("early_stop", early_stop), ("workers", workers)):
+        if value is not None:
+            overrides[key] = value
+    if llm_base_url is not None:
+        overrides.setdefault("llm", {})["base_url"] = llm_base_url
+    if model is not None:
+        overrides.setdefault("llm", {})["models"] = [{"name": model}]
+    if device is not None:
+        overrides["evaluation"] = {"device": device.value}
+    say = (lambda text: None) if quiet or json_out else (lambda text: console.print(text, highlight=False))
+    try:
+        summary = run_evolve(task, seed, config, overrides, run_dir, say)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(summary) + "\n")
+
+
+@app.command("export")
+def export_cmd(
+    run_dir: Path = typer.Argument(..., help="a run directory made by `kernelsmith evolve`"),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl: one JSON object per program"),
+) -> None:
+    """Print every program of a run, oldest first."""
+    import json
+
+    from kernelsmith.evolve.outputs import export_rows
+    from kernelsmith.evolve.store import RunStore
+
+    if fmt != "jsonl":
+        fail(f"--format {fmt}: the only format is jsonl")
+    try:
+        store = RunStore(run_dir, create=False)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    out = sys.stdout
+    for row in export_rows(store):
+        out.write(json.dumps(row) + "\n")
+    store.close()
+
+
 def main() -> None:
     try:
         app()

@@ -9,6 +9,7 @@ Started by kernelsmith.evaluate.worker.
 
 from __future__ import annotations
 
+import os
 import platform
 import secrets
 import shutil
@@ -162,16 +163,30 @@ class Judge:
         self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
         return payload, False
 
-    def floor_ms(self, baseline: dict) -> float | None:
-        """The task's roofline floor on this GPU (None on the CPU)."""
-        if self.device != "cuda":
-            return None
+    def ceilings(self) -> dict:
+        """Measured copy bandwidth and bf16 matmul rate of this GPU (cached per GPU and torch)."""
         key = f"ceilings|{self.gpu_name}|{self.torch_version}"
         ceilings = self.cache.get(key)
         if ceilings is None:
             ceilings = roofline.measure_ceilings()
             self.cache.put(key, self.gpu_name, self.torch_version, "", ceilings)
-        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), ceilings)
+        return ceilings
+
+    def floor_ms(self, baseline: dict) -> float | None:
+        """The task's roofline floor on this GPU (None on the CPU)."""
+        if self.device != "cuda":
+            return None
+        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), self.ceilings())
+
+    def hardware(self) -> dict:
+        """What a prompt says about the machine: name, SM count, memory, measured ceilings."""
+        if self.device != "cuda":
+            return {"device": "cpu", "name": self.gpu_name, "cores": os.cpu_count()}
+        props = torch.cuda.get_device_properties(0)
+        ceilings = self.ceilings()
+        return {"device": "cuda", "name": self.gpu_name, "sm_count": props.multi_processor_count,
+                "memory_gb": round(props.total_memory / 2**30, 1), "capability": f"{props.major}.{props.minor}",
+                "bandwidth_gbps": round(ceilings["bandwidth"] / 1e9), "bf16_tflops": round(ceilings["flops"] / 1e12)}
 
     @staticmethod
     def forward_nosync(model, inputs):
@@ -348,6 +363,9 @@ def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) ->
                 req = chan.recv()
             except (EOFError, ConnectionError):
                 return
+            if req.get("op") == "hardware":
+                chan.send({"op": "hardware", "hardware": judge.hardware()})
+                continue
             if req.get("op") != "evaluate":
                 return
             try:

@@ -1,6 +1,6 @@
 """A pool of warm judge processes: one per visible GPU by default, or N on the CPU.
 
-Callers depend only on `EvalBackend` (submit -> Future[EvalResult], close), so a Ray-backed
+Callers depend only on `EvalBackend` (submit -> Future[EvalResult], hardware, close), so a Ray-backed
 pool can replace this one without changing them.
 """
 
@@ -27,6 +27,8 @@ from kernelsmith.task import Task
 
 class EvalBackend(Protocol):
     def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future: ...
+
+    def hardware(self) -> Future: ...
 
     def close(self) -> None: ...
 
@@ -165,6 +167,12 @@ class EvalPool:
         self._queue.put((fut, req, opts))
         return fut
 
+    def hardware(self) -> Future:
+        """Future[dict]: the machine as a judge sees it (GPU name, SM count, measured ceilings)."""
+        fut: Future = Future()
+        self._queue.put((fut, {"op": "hardware"}, self.options))
+        return fut
+
     def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
         return self.submit(task, candidate, options).result()
 
@@ -207,6 +215,8 @@ class EvalPool:
         if reply is None:
             fut.set_result(EvalResult(status=Status.runtime_error, correct=False, device=opts.device,
                                       error=f"the evaluation worker died twice on this candidate: {last_error}"))
+        elif reply.get("op") == "hardware":
+            fut.set_result(reply["hardware"])
         elif reply.get("op") == "result":
             fut.set_result(EvalResult.model_validate(reply["result"]))
         elif reply.get("op") == "task_error":

@@ -1,0 +1,1 @@
+"""The evolutionary search: run store, archive, prompts, reply edits and the async engine."""

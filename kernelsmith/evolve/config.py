@@ -1,0 +1,152 @@
+"""Everything a search run is configured by: one nested, typed config.
+
+A TOML or YAML file holds all of it (`--config`); the `evolve` flags override a few fields.
+Strings may name environment variables as `${VAR}` (keys, URLs), resolved when the file is
+read. Unknown keys are errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kernelsmith.errors import UserError
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.llm.config import LLMConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArchiveConfig(_Strict):
+    islands: int = Field(2, ge=1)
+    # Ring migration: every `migration_interval` new programs, each island's best
+    # `migration_count` correct programs are copied to the next island (0: never).
+    migration_interval: int = Field(10, ge=0)
+    migration_count: int = Field(1, ge=0)
+    # MAP-Elites descriptors (names in kernelsmith.evolve.descriptors.FEATURES) and bins per feature.
+    features: list[str] = Field(default_factory=lambda: ["launches", "complexity", "uses_dot"])
+    bins: int = Field(4, ge=2, le=16)
+    # Parent selection: with probability exploit_ratio among the island's `elite_k` best
+    # (weighted by score), otherwise a random occupied cell of the grid (diversity).
+    elite_k: int = Field(5, ge=1)
+    exploit_ratio: float = Field(0.7, ge=0.0, le=1.0)
+    top_inspirations: int = Field(2, ge=0)
+    diverse_inspirations: int = Field(2, ge=0)
+
+    @model_validator(mode="after")
+    def _known_features(self):
+        from kernelsmith.evolve.descriptors import FEATURES
+
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown feature {unknown[0]!r}; known: {', '.join(sorted(FEATURES))}")
+        return self
+
+
+class OperatorWeights(_Strict):
+    """How often each LLM operator is picked for a correct parent. `repair` is used whenever the
+    parent failed; `translate` when there is no program yet."""
+
+    rewrite: float = Field(1.0, ge=0.0)
+    diff: float = Field(0.0, ge=0.0)
+    crossover: float = Field(0.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _some_weight(self):
+        if self.rewrite + self.diff + self.crossover <= 0:
+            raise ValueError("at least one operator needs a positive weight")
+        return self
+
+
+class PromptConfig(_Strict):
+    templates_dir: str | None = None  # a folder of templates that replace the bundled ones by name
+    history: int = Field(5, ge=0)  # recent attempts shown with their outcomes
+    error_chars: int = Field(1500, ge=100)  # error text kept per program in a prompt
+
+
+class EvolveConfig(_Strict):
+    iterations: int = Field(40, ge=0)  # the paper's 40 rounds per task
+    random_seed: int = 0
+    max_in_flight: int = Field(4, ge=1)  # proposals being written or evaluated at once
+    early_stop: int | None = Field(None, ge=1)  # stop after this many iterations without a new best
+    max_cost: float | None = Field(None, ge=0)  # USD, from the per-model prices
+    max_tokens: int | None = Field(None, ge=0)  # prompt + completion tokens
+    time_limit: float | None = Field(None, gt=0)  # seconds of this invocation
+    workers: int | None = Field(None, ge=1)  # evaluation workers (default: one per GPU; 1 on the CPU)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
+    operators: OperatorWeights = Field(default_factory=OperatorWeights)
+    prompts: PromptConfig = Field(default_factory=PromptConfig)
+    evaluation: EvalOptions = Field(default_factory=EvalOptions)
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value, where: str):
+    if isinstance(value, str):
+        def sub(m: re.Match) -> str:
+            if m.group(1) not in os.environ:
+                raise UserError(f"config {where}: environment variable {m.group(1)} is not set")
+            return os.environ[m.group(1)]
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, where) for v in value]
+    return value
+
+
+def read_config_file(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {p} does not exist")
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise UserError(f"config file {p}: use .toml, .yaml or .yml")
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise UserError(f"config file {p} is not valid: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # yaml.YAMLError and its kin
+        if type(exc).__module__.startswith("yaml"):
+            raise UserError(f"config file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise
+    if not isinstance(data, dict):
+        raise UserError(f"config file {p}: the top level must be a table of settings")
+    return _expand(data, str(p))
+
+
+def build_config(data: dict, where: str = "config") -> EvolveConfig:
+    """An EvolveConfig from plain data; a bad field is one line naming its dotted path."""
+    try:
+        return EvolveConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+        raise UserError(f"{where}: {loc}: {first['msg']}") from None
+
+
+def deep_update(base: dict, updates: dict) -> dict:
+    out = dict(base)
+    for k, v in updates.items():
+        out[k] = deep_update(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(path: str | Path | None, overrides: dict | None = None) -> EvolveConfig:
+    """The file's settings (if any), then the flags' `overrides` (nested dicts) on top."""
+    data = read_config_file(path) if path else {}
+    where = f"config file {path}" if path else "options"
+    return build_config(deep_update(data, overrides or {}), where)

@@ -1,0 +1,222 @@
+"""The search loop: propose with an LLM, evaluate, store, archive; several iterations in flight.
+
+Iteration 0 is the starting program: the user's seed, or (without one) the LLM's first
+translation of the reference. Iterations 1..N each store exactly one program row. Rerunning on
+the same run directory resumes: the archive is rebuilt from the store and only the iterations
+not yet stored are run, so every iteration exists exactly once whatever was killed when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kernelsmith.errors import TaskError, UserError
+from kernelsmith.evaluate.pool import EvalBackend
+from kernelsmith.evolve.archive import Archive, Selection
+from kernelsmith.evolve.config import EvolveConfig
+from kernelsmith.evolve.descriptors import describe
+from kernelsmith.evolve.edits import EditError, apply_reply
+from kernelsmith.evolve.outputs import write_best, write_summary
+from kernelsmith.evolve.program import NO_PROGRAM, Program
+from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
+from kernelsmith.evolve.store import RunStore
+from kernelsmith.llm import LLMClient, LLMError
+from kernelsmith.task import Task
+
+
+@dataclass
+class Event:
+    """What the engine tells its caller after each stored program."""
+
+    program: Program
+    best: Program | None
+    improved: bool
+    done: int  # iterations 1..N stored so far
+    total: int
+
+
+class Engine:
+    def __init__(self, task: Task, cfg: EvolveConfig, run_dir: str | Path, backend: EvalBackend,
+                 llm: LLMClient | None, seed_code: str | None = None,
+                 on_program: Callable[[Event], None] | None = None):
+        self.task, self.cfg, self.backend, self.llm = task, cfg, backend, llm
+        self.seed_code = seed_code
+        self.on_program = on_program or (lambda event: None)
+        self.store = RunStore(run_dir)
+        self.run_dir = self.store.run_dir
+        self.prompts = PromptBuilder(cfg.prompts)
+        self.archive = Archive(cfg.archive)
+        self.best: Program | None = None
+        self.since_best = 0  # iterations stored after the current best
+        self.stop_reason: str | None = None
+        self.started = time.monotonic()
+        self.hardware: dict = {}
+
+    # ---- setting up and resuming
+    def _claim_run_dir(self) -> None:
+        stored = self.store.get_meta("task_hash")
+        if stored is not None and stored != self.task.hash:
+            name = self.store.get_meta("task_name")
+            raise UserError(f"{self.run_dir} holds a run of another task ({name}); choose another --run-dir")
+        if stored is None:
+            self.store.set_meta("task_hash", self.task.hash)
+            self.store.set_meta("task_name", self.task.name)
+            self.store.set_meta("task_source", self.task.source)
+            self.store.set_meta("created_at", time.time())
+        self.store.set_meta("config", self.cfg.model_dump(mode="json"))
+
+    def _rebuild(self) -> None:
+        """Replay the stored programs into the archive, in the order they were stored."""
+        for pid, iteration, island, status, flags, score, descriptors, has_code in self.store.archive_rows():
+            ok = status == "correct" and not flags
+            self._admit(pid, iteration, island, has_code, score, ok, descriptors)
+            if iteration > 0:
+                self.since_best += 1
+            if ok and (self.best is None or score > self.best.score):
+                self.best = self.store.get(pid)
+                self.since_best = 0
+
+    def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
+        entry = self.archive.entry(pid, score, ok, descriptors) if has_code else None
+        if iteration == 0:  # the starting program seeds every island
+            if entry is not None:
+                self.archive.add(entry, None, count=False)
+        else:
+            self.archive.add(entry, island)
+
+    # ---- one iteration
+    def _operator(self, sel: Selection, rng: random.Random) -> str:
+        if sel.parent_id is None:
+            return "translate"
+        if not sel.parent_ok:
+            return "repair"
+        w = self.cfg.operators
+        ops = [("rewrite", w.rewrite), ("diff", w.diff), ("crossover", w.crossover if sel.inspiration_ids else 0.0)]
+        ops = [(o, x) for o, x in ops if x > 0] or [("rewrite", 1.0)]
+        return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
+
+    async def _evaluate(self, program: Program) -> Program:
+        try:
+            result = await asyncio.wrap_future(self.backend.submit(self.task, program.code))
+        except TaskError as exc:
+            raise UserError(str(exc)) from None
+        program.with_verdict(result)
+        program.descriptors = describe(program.code, program.eval, self.cfg.archive.features)
+        return program
+
+    async def _propose(self, iteration: int, island: int, rng: random.Random) -> Program:
+        sel = self.archive.select(island, rng)
+        parent = self.store.get(sel.parent_id) if sel.parent_id is not None else None
+        op = self._operator(sel, rng)
+        tops = self.store.get_many(sel.top_ids)
+        diverse = self.store.get_many(sel.diverse_ids)
+        second = None
+        if op == "crossover":
+            second = (tops + diverse)[0]
+            tops = [p for p in tops if p.id != second.id]
+            diverse = [p for p in diverse if p.id != second.id]
+        history = self.store.recent(self.cfg.prompts.history, island) if self.cfg.prompts.history else []
+        messages = self.prompts.messages(PromptParts(
+            operator=op, task_name=self.task.name, task_code=self.task.source, hardware=self.hardware,
+            parent=parent, second=second, top=tops, inspirations=diverse, history=history))
+        model = self.llm.pick_model(rng)
+        reply = await self.llm.complete(messages, model)
+        program = Program(iteration=iteration, island=island, operator=op, code=None, status=NO_PROGRAM,
+                          parent_id=sel.parent_id, inspiration_ids=sel.inspiration_ids, model=reply.model,
+                          messages=messages, response=reply.text, prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens, cost=reply.cost, latency_s=reply.latency_s)
+        try:
+            program.code = apply_reply(parent.code if parent else None, reply.text,
+                                       "diff" if op == "diff" else "rewrite")
+        except EditError as exc:
+            program.error = str(exc)
+            return program
+        return await self._evaluate(program)
+
+    async def _iteration(self, iteration: int) -> Program:
+        rng = random.Random(f"{self.cfg.random_seed}:{iteration}")
+        island = 0 if iteration == 0 else (iteration - 1) % self.cfg.archive.islands
+        if iteration == 0 and self.seed_code is not None:
+            program = await self._evaluate(Program(iteration=0, island=0, operator="seed", code=self.seed_code,
+                                                   status=NO_PROGRAM))
+        else:
+            program = await self._propose(iteration, island, rng)
+        return self._record(program)
+
+    def _record(self, p: Program) -> Program:
+        self.store.add(p)
+        self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
+        improved = p.ok and (self.best is None or p.score > self.best.score)
+        if p.iteration > 0:
+            self.since_best += 1
+        if improved:
+            self.best, self.since_best = p, 0
+            write_best(self.run_dir, p, self.task)
+        done = len([i for i in self.store.iterations() if i > 0])
+        self.on_program(Event(p, self.best, improved, done, self.cfg.iterations))
+        return p
+
+    # ---- the loop
+    def _budget_stop(self) -> str | None:
+        c = self.cfg
+        totals = self.store.totals()
+        if c.max_cost is not None and totals["cost"] >= c.max_cost:
+            return f"cost budget reached (${totals['cost']:.4f} of ${c.max_cost:g})"
+        tokens = totals["prompt_tokens"] + totals["completion_tokens"]
+        if c.max_tokens is not None and tokens >= c.max_tokens:
+            return f"token budget reached ({tokens} of {c.max_tokens})"
+        if c.time_limit is not None and time.monotonic() - self.started >= c.time_limit:
+            return f"time limit reached ({c.time_limit:g} s)"
+        if c.early_stop is not None and self.best is not None and self.since_best >= c.early_stop:
+            return f"no improvement in {self.since_best} iterations"
+        return None
+
+    async def run(self) -> dict:
+        self._claim_run_dir()
+        self._rebuild()
+        stored = self.store.iterations()
+        todo = deque(i for i in range(1, self.cfg.iterations + 1) if i not in stored)
+        needs_llm = bool(todo) or (0 not in stored and self.seed_code is None)
+        if needs_llm:
+            if self.llm is None:
+                raise UserError("this run needs an LLM: give --llm-base-url and --model, or a config with [llm]")
+            await self.llm.check()
+        self.hardware = await asyncio.wrap_future(self.backend.hardware())
+        self.store.set_meta("hardware", self.hardware)
+        try:
+            if 0 not in stored:
+                await self._iteration(0)
+            await self._loop(todo)
+        finally:
+            if self.llm is not None:
+                await self.llm.close()
+        self.stop_reason = self.stop_reason or ("done" if not todo else "stopped")
+        return write_summary(self.run_dir, self.store, self.task, self.cfg, self.hardware, self.stop_reason,
+                             time.monotonic() - self.started)
+
+    async def _loop(self, todo: deque) -> None:
+        running: set[asyncio.Task] = set()
+        try:
+            while todo or running:
+                while todo and len(running) < self.cfg.max_in_flight and self.stop_reason is None:
+                    self.stop_reason = self._budget_stop()
+                    if self.stop_reason is None:
+                        running.add(asyncio.create_task(self._iteration(todo.popleft())))
+                if not running:
+                    break
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    t.result()  # an LLM outage or a bug ends the run; stored programs stay
+        except (LLMError, UserError):
+            raise
+        finally:
+            for t in running:
+                t.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)

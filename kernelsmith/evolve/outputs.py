@@ -1,0 +1,79 @@
+"""What a run directory shows besides its store: best.py, summary.json, and export rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from kernelsmith.evolve.config import EvolveConfig
+from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.store import RunStore
+from kernelsmith.task import Task
+
+EXPORT_FIELDS = ("id", "parent_id", "inspiration_ids", "iteration", "island", "operator", "model", "status",
+                 "correct", "speedup", "speedup_vs_compile", "candidate_ms", "score", "flags", "error", "code",
+                 "messages", "response", "prompt_tokens", "completion_tokens", "cost", "latency_s", "descriptors",
+                 "created_at")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_best(run_dir: Path, best: Program, task: Task) -> Path:
+    """The best program as a standalone candidate file, with a comment saying where it came from."""
+    desc = f"program {best.id} (iteration {best.iteration}, {best.operator})"
+    if best.speedup is not None:
+        desc += f", {best.speedup:.3g}x vs eager"
+    if best.speedup_vs_compile is not None:
+        desc += f", {best.speedup_vs_compile:.3g}x vs torch.compile"
+    path = run_dir / "best.py"
+    _atomic_write(path, f"# kernelsmith: best program of a search on {task.name}: {desc}\n{best.code or ''}")
+    return path
+
+
+def best_record(p: Program | None) -> dict | None:
+    if p is None:
+        return None
+    return {"program_id": p.id, "iteration": p.iteration, "status": p.status, "speedup": p.speedup,
+            "speedup_vs_compile": p.speedup_vs_compile, "candidate_ms": p.candidate_ms, "operator": p.operator,
+            "model": p.model}
+
+
+def write_summary(run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig, hardware: dict,
+                  stop_reason: str, elapsed_s: float) -> dict:
+    iterations = store.iterations()
+    best = store.best()
+    seed = store._query("SELECT * FROM programs WHERE iteration = 0")
+    totals = store.totals()
+    summary = {
+        "task": task.name,
+        "task_hash": task.hash,
+        "iterations_asked": cfg.iterations,
+        "iterations_done": len([i for i in iterations if i > 0]),
+        "programs": store.count(),
+        "status_counts": store.status_counts(),
+        "best": best_record(best),
+        "start": best_record(seed[0]) if seed else None,
+        "prompt_tokens": totals["prompt_tokens"],
+        "completion_tokens": totals["completion_tokens"],
+        "cost": round(totals["cost"], 6),
+        "stop_reason": stop_reason,
+        "elapsed_s": round(elapsed_s, 2),
+        "device": cfg.evaluation.device,
+        "hardware": hardware,
+    }
+    _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if best is not None:
+        write_best(run_dir, best, task)
+    return summary
+
+
+def export_rows(store: RunStore):
+    """One plain dict per program, oldest first (what `kernelsmith export --format jsonl` prints)."""
+    for p in store.all():
+        d = p.as_dict()
+        yield {k: d[k] for k in EXPORT_FIELDS} | {"eval": d["eval"]}

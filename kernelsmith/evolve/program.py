@@ -1,0 +1,98 @@
+"""One evaluated program of a search: what produced it and what the evaluator said."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+
+from kernelsmith.evaluate.result import EvalResult, Status
+
+NO_PROGRAM = "no_program"  # the reply held no usable program; nothing was evaluated
+
+# Scores of programs that are not plain correct: low, ordered by how close they came, so that a
+# repair starts from the nearest miss. A correct, unflagged program scores its speedup.
+FAILURE_SCORES = {
+    NO_PROGRAM: 0.0,
+    Status.rejected.value: 0.0,
+    Status.compile_error.value: 0.0,
+    Status.timeout.value: 0.01,
+    Status.runtime_error.value: 0.01,
+    Status.incorrect.value: 0.02,
+}
+FLAGGED_SCORE = 0.05  # correct but flagged (a cheat, torch doing the work, a degenerate task)
+
+
+def normalized_code(code: str) -> str:
+    """Code with comments, blank lines and trailing spaces dropped: equal programs hash equal."""
+    lines = []
+    for line in code.splitlines():
+        line = re.sub(r"\s+#.*$", "", line).rstrip() if "#" in line else line.rstrip()
+        if line.strip() and not line.lstrip().startswith("#"):
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(normalized_code(code).encode()).hexdigest()[:16]
+
+
+def score_of(status: str, flags: list[str], speedup: float | None) -> float:
+    if status == Status.correct.value and not flags:
+        return float(speedup) if speedup is not None else 1.0
+    if status == Status.correct.value:
+        return FLAGGED_SCORE
+    return FAILURE_SCORES.get(status, 0.0)
+
+
+@dataclass
+class Program:
+    iteration: int
+    island: int
+    operator: str  # seed | translate | rewrite | diff | crossover | repair | tune
+    code: str | None  # None when the reply held no program
+    status: str  # an evaluate Status value, or NO_PROGRAM
+    parent_id: int | None = None
+    inspiration_ids: list[int] = field(default_factory=list)
+    model: str | None = None
+    messages: list[dict] | None = None  # exactly what was sent
+    response: str | None = None  # the raw reply
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float | None = None
+    correct: bool = False
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    candidate_ms: float | None = None
+    flags: list[str] = field(default_factory=list)
+    error: str | None = None
+    descriptors: dict[str, float] = field(default_factory=dict)
+    eval: dict | None = None  # the full EvalResult record
+    score: float = 0.0
+    id: int | None = None  # assigned by the store
+    created_at: float = 0.0
+
+    @property
+    def code_hash(self) -> str | None:
+        return code_hash(self.code) if self.code is not None else None
+
+    @property
+    def ok(self) -> bool:
+        """Correct with no flag: the only kind of program the search counts as a success."""
+        return self.status == Status.correct.value and not self.flags
+
+    def with_verdict(self, result: EvalResult) -> "Program":
+        self.status = result.status.value
+        self.correct = result.correct
+        self.speedup = result.speedup
+        self.speedup_vs_compile = result.speedup_vs_compile
+        self.candidate_ms = result.candidate_ms
+        self.flags = list(result.flags)
+        self.error = result.error
+        self.eval = result.model_dump(mode="json")
+        self.score = score_of(self.status, self.flags, self.speedup)
+        return self
+
+    def as_dict(self) -> dict:
+        return asdict(self)

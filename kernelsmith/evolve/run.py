@@ -1,0 +1,71 @@
+"""`kernelsmith evolve` as a function: config, LLM client, evaluation pool, engine, outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Callable
+
+from kernelsmith.candidate import Candidate
+from kernelsmith.evaluate.pool import EvalBackend, EvalPool
+from kernelsmith.evolve.config import EvolveConfig, load_config
+from kernelsmith.evolve.engine import Engine, Event
+from kernelsmith.llm import LLMClient, resolve_api_key
+from kernelsmith.task import Task
+
+
+def default_run_dir(task_path: Path) -> Path:
+    return Path("runs") / task_path.stem
+
+
+def progress_line(e: Event) -> str:
+    p = e.program
+    origin = p.operator + (f" of #{p.parent_id}" if p.parent_id is not None else "")
+    verdict = p.status + (f" {p.speedup:.3g}x" if p.status == "correct" and p.speedup is not None else "")
+    if p.flags:
+        verdict += f" [{', '.join(p.flags)}]"
+    best = f"best {e.best.speedup:.3g}x (#{e.best.id})" if e.best and e.best.speedup is not None else "no correct program yet"
+    mark = " [bold green]new best[/]" if e.improved else ""
+    return f"[{e.done:>3}/{e.total}] #{p.id} iteration {p.iteration} island {p.island} {origin}: {verdict}; {best}{mark}"
+
+
+def _drop_key_from_environment(cfg: EvolveConfig) -> None:
+    """The key is in the client now; keep it out of every process started after this one."""
+    names = {cfg.llm.api_key_env} | {m.api_key_env for m in cfg.llm.models if m.api_key_env}
+    for name in names:
+        os.environ.pop(name, None)
+
+
+def run_evolve(task_path: Path, seed_path: Path | None, config_path: Path | None, overrides: dict,
+               run_dir: Path | None, say: Callable[[str], None], backend: EvalBackend | None = None) -> dict:
+    task = Task.from_file(task_path)
+    seed_code = Candidate.from_file(seed_path).source if seed_path else None
+    cfg = load_config(config_path, overrides)
+    run_dir = run_dir or default_run_dir(task_path)
+    for spec in cfg.llm.models:
+        resolve_api_key(cfg.llm, spec)  # a missing key file is an error now, not at iteration 1
+    llm = LLMClient(cfg.llm, seed=cfg.random_seed)
+    _drop_key_from_environment(cfg)
+    own_pool = backend is None
+    if own_pool:
+        backend = EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation)
+    engine = Engine(task, cfg, run_dir, backend, llm, seed_code,
+                    on_program=lambda e: say(progress_line(e)))
+    try:
+        say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
+        summary = asyncio.run(engine.run())
+    finally:
+        engine.store.close()
+        if own_pool:
+            backend.close()
+    best = summary["best"]
+    say(f"stopped: {summary['stop_reason']}; {summary['iterations_done']} iterations, "
+        f"{summary['programs']} programs, {summary['prompt_tokens'] + summary['completion_tokens']} tokens, "
+        f"${summary['cost']:.4f}")
+    if best:
+        say(f"best: program {best['program_id']} ({best['speedup']:.3g}x vs eager) -> {Path(run_dir) / 'best.py'}")
+    else:
+        say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")
+    say(f"summary: {Path(run_dir) / 'summary.json'}")
+    return summary

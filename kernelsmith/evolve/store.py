@@ -1,0 +1,173 @@
+"""The run store: one SQLite file per run directory, one row per evaluated program.
+
+Each program is committed in its own transaction the moment its verdict exists (WAL journal,
+synchronous=FULL), so killing the process at any point loses no evaluated program and leaves
+a consistent file: SQLite's journal makes a half-written row impossible. `iteration` is
+UNIQUE, so a resumed run can never store an iteration twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from kernelsmith.errors import UserError
+from kernelsmith.evolve.program import Program
+
+STORE_NAME = "run.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS programs (
+    id INTEGER PRIMARY KEY,
+    iteration INTEGER NOT NULL UNIQUE,
+    island INTEGER NOT NULL,
+    operator TEXT NOT NULL,
+    parent_id INTEGER REFERENCES programs(id),
+    inspiration_ids TEXT NOT NULL,
+    model TEXT,
+    messages TEXT,
+    response TEXT,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    latency_s REAL,
+    code TEXT,
+    code_hash TEXT,
+    status TEXT NOT NULL,
+    correct INTEGER NOT NULL,
+    speedup REAL,
+    speedup_vs_compile REAL,
+    candidate_ms REAL,
+    flags TEXT NOT NULL,
+    error TEXT,
+    descriptors TEXT NOT NULL,
+    eval TEXT,
+    score REAL NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS programs_island ON programs(island);
+"""
+
+_JSON_COLS = ("inspiration_ids", "messages", "flags", "descriptors", "eval")
+_COLS = ("iteration", "island", "operator", "parent_id", "inspiration_ids", "model", "messages", "response",
+         "prompt_tokens", "completion_tokens", "cost", "latency_s", "code", "code_hash", "status", "correct",
+         "speedup", "speedup_vs_compile", "candidate_ms", "flags", "error", "descriptors", "eval", "score",
+         "created_at")
+
+
+class RunStore:
+    def __init__(self, run_dir: str | Path, create: bool = True):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / STORE_NAME
+        if not create and not self.path.is_file():
+            raise UserError(f"{self.run_dir} is not a run directory (no {STORE_NAME})")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit transactions
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA busy_timeout=10000")
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{self.path} is not a usable run store: {exc}") from None
+        except OSError as exc:
+            raise UserError(f"cannot create the run directory {self.run_dir}: {exc.strerror}") from None
+
+    # ---- meta: the task, the config, run-wide facts
+    def get_meta(self, key: str):
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_meta(self, key: str, value) -> None:
+        self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, json.dumps(value)))
+
+    # ---- programs
+    def add(self, program: Program) -> Program:
+        """Commit one program; sets and returns it with its id."""
+        program.created_at = program.created_at or time.time()
+        values = []
+        for col in _COLS:
+            v = program.code_hash if col == "code_hash" else getattr(program, col)
+            if col in _JSON_COLS:
+                v = json.dumps(v)
+            elif col == "correct":
+                v = int(bool(v))
+            values.append(v)
+        marks = ", ".join("?" for _ in _COLS)
+        try:
+            cur = self.db.execute(f"INSERT INTO programs({', '.join(_COLS)}) VALUES ({marks})", values)
+        except sqlite3.IntegrityError as exc:
+            raise RuntimeError(f"iteration {program.iteration} is stored already: {exc}") from None
+        program.id = cur.lastrowid
+        return program
+
+    @staticmethod
+    def _row(row: sqlite3.Row) -> Program:
+        d = dict(row)
+        for col in _JSON_COLS:
+            d[col] = json.loads(d[col]) if d[col] is not None else None
+        d["inspiration_ids"] = d["inspiration_ids"] or []
+        d["flags"] = d["flags"] or []
+        d["descriptors"] = d["descriptors"] or {}
+        d["correct"] = bool(d["correct"])
+        d.pop("code_hash")
+        return Program(**d)
+
+    def _query(self, sql: str, args=()) -> list[Program]:
+        self.db.row_factory = sqlite3.Row
+        try:
+            return [self._row(r) for r in self.db.execute(sql, args)]
+        finally:
+            self.db.row_factory = None
+
+    def get(self, program_id: int) -> Program:
+        rows = self._query("SELECT * FROM programs WHERE id = ?", (program_id,))
+        if not rows:
+            raise KeyError(program_id)
+        return rows[0]
+
+    def get_many(self, ids: list[int]) -> list[Program]:
+        return [self.get(i) for i in ids]
+
+    def all(self) -> list[Program]:
+        return self._query("SELECT * FROM programs ORDER BY id")
+
+    def recent(self, n: int, island: int | None = None) -> list[Program]:
+        """The last `n` programs stored (on one island), newest first."""
+        if island is None:
+            return self._query("SELECT * FROM programs ORDER BY id DESC LIMIT ?", (n,))
+        return self._query("SELECT * FROM programs WHERE island = ? ORDER BY id DESC LIMIT ?", (island, n))
+
+    def archive_rows(self) -> list[tuple]:
+        """(id, iteration, island, status, flags, score, descriptors, code is not null) in id order:
+        what the archive needs to rebuild itself, without the heavy columns."""
+        return [(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], json.loads(r[6]), bool(r[7]))
+                for r in self.db.execute("SELECT id, iteration, island, status, flags, score, descriptors, "
+                                         "code IS NOT NULL FROM programs ORDER BY id")]
+
+    def iterations(self) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT iteration FROM programs")}
+
+    def count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM programs").fetchone()[0]
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT status, COUNT(*) FROM programs GROUP BY status ORDER BY status"))
+
+    def totals(self) -> dict:
+        p, c, cost = self.db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+                                     "COALESCE(SUM(cost), 0) FROM programs").fetchone()
+        return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
+
+    def best(self) -> Program | None:
+        """The fastest correct, unflagged program (earliest on ties)."""
+        rows = self._query("SELECT * FROM programs WHERE status = 'correct' AND flags = '[]' "
+                           "ORDER BY score DESC, id ASC LIMIT 1")
+        return rows[0] if rows else None
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,284 @@
+"""The search loop end to end on the CPU: scripted OpenAI-compatible server on 127.0.0.1, the real
+openai client, the Triton interpreter, the real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, case_path
+from kernelsmith.evolve.config import load_config
+from kernelsmith.evolve.engine import Engine
+from kernelsmith.evolve.store import RunStore
+from kernelsmith.llm import LLMClient, ScriptedServer
+from kernelsmith.task import Task
+
+KERNELSMITH = Path(sys.executable).parent / "kernelsmith"
+TASK = case_path("elementwise_task")
+SEED = case_path("elementwise_small_blocks")
+FAST = case_path("elementwise_triton").read_text()  # the same kernel with 4096-element blocks
+WRONG = FAST.replace("+ 1.0", "+ 2.0")
+TORCH_ONLY = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y):
+        return torch.relu(x) * y + 1.0
+'''
+
+
+def fenced(code: str, prose: str = "Here is the program.") -> dict:
+    return {"reply": f"{prose}\n```python\n{code}```\n"}
+
+
+def config(server_url: str, tmp_path: Path, **kw) -> object:
+    data = {"iterations": 6, "max_in_flight": 1, "random_seed": 3,
+            "llm": {"base_url": server_url, "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
+                    "timeout": 2.0, "backoff_base": 0.01, "backoff_max": 0.05},
+            "archive": {"islands": 1, "migration_interval": 0}, "evaluation": {"device": "cpu"}}
+    for key, value in kw.items():
+        if isinstance(value, dict):
+            data[key] = {**data.get(key, {}), **value}
+        else:
+            data[key] = value
+    return load_config(None, data)
+
+
+def run_engine(pool, server, tmp_path, seed: Path | None = SEED, **kw) -> tuple[dict, RunStore]:
+    cfg = config(server.url, tmp_path, **kw)
+    engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", pool, LLMClient(cfg.llm, seed=cfg.random_seed),
+                    seed.read_text() if seed else None)
+    summary = asyncio.run(engine.run())
+    return summary, engine.store
+
+
+def user_text(request: dict) -> str:
+    return next(m["content"] for m in request["messages"] if m["role"] == "user")
+
+
+def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
+    steps = [
+        {"status": 500}, fenced(FAST, "Bigger blocks: fewer programs."),  # 1: after a 500
+        {"status": 429, "retry_after": 0.2}, {"reply": "I would use bigger blocks."},  # 2: after a 429, no code
+        {"delay": 4.0, "reply": "too late"}, fenced("import torch\ndef broken(:\n"),  # 3: after a slow answer
+        fenced(WRONG),  # 4: wrong
+        fenced(TORCH_ONLY),  # 5: not a kernel: PyTorch does the work
+    ]
+    with ScriptedServer(steps, default=fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048"))) as server:
+        summary, store = run_engine(cpu_pool, server, tmp_path)
+        requests = server.requests
+    programs = {p.iteration: p for p in store.all()}
+    assert sorted(programs) == list(range(7))
+    status = {i: p.status for i, p in programs.items()}
+    assert status == {0: "correct", 1: "correct", 2: "no_program", 3: "compile_error", 4: "incorrect",
+                      5: "rejected", 6: "correct"}, {i: (p.status, p.error) for i, p in programs.items()}
+    seed, fast = programs[0], programs[1]
+    assert seed.operator == "seed" and seed.messages is None and seed.parent_id is None
+    assert fast.speedup > 2 * seed.speedup, (fast.speedup, seed.speedup)  # 4 programs instead of 64
+    assert fast.parent_id == seed.id and fast.operator == "rewrite" and fast.model == "scripted"
+    assert "holds no python code block" in programs[2].error
+    assert "no_custom_kernel" in (programs[5].error or "") or programs[5].flags
+    # every row holds what produced it: the exact messages, the raw reply, tokens, cost, latency
+    assert fast.messages[0]["role"] == "system" and fast.messages[1]["role"] == "user"
+    assert fast.response.startswith("Bigger blocks") and fast.prompt_tokens > 100 and fast.completion_tokens > 10
+    assert fast.cost == pytest.approx((fast.prompt_tokens * 1.0 + fast.completion_tokens * 2.0) / 1e6)
+    assert fast.latency_s is not None and fast.latency_s > 0
+    assert [r["messages"] for r in requests if r["messages"] == fast.messages]  # what was sent is what is stored
+    # summary and best.py
+    assert summary["iterations_done"] == 6 and summary["programs"] == 7
+    assert summary["status_counts"] == {"compile_error": 1, "correct": 3, "incorrect": 1, "no_program": 1,
+                                        "rejected": 1}
+    assert summary["best"]["program_id"] in (fast.id, programs[6].id) and summary["best"]["status"] == "correct"
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["best"] == summary["best"] and on_disk["stop_reason"] == "done"
+    best_py = (tmp_path / "run" / "best.py").read_text()
+    assert "class ModelNew" in best_py and best_py.startswith("# kernelsmith: best program")
+    # later prompts carry earlier attempts' errors and the parent's metrics
+    last = user_text(requests[-1])
+    assert "holds no python code block" in last  # iteration 2's
+    assert programs[3].error.split("\n")[0][:60] in " ".join(last.split()) or "compile_error" in last
+    assert "out of tolerance" in last  # iteration 4's diagnosis
+    assert "speedup" in last and "Current program" in last
+    store.close()
+
+
+def test_a_failed_parent_is_repaired_with_its_feedback(cpu_pool, tmp_path):
+    with ScriptedServer([fenced(FAST)]) as server:
+        summary, store = run_engine(cpu_pool, server, tmp_path, seed=case_path("elementwise_half_written"),
+                                    iterations=1)
+        request = server.requests[0]
+    first = store.all()[1]
+    assert store.all()[0].status == "incorrect"
+    assert first.operator == "repair" and first.status == "correct"
+    text = user_text(request)
+    assert "The current program failed" in text and "out of tolerance" in text
+    assert summary["best"]["program_id"] == first.id
+    store.close()
+
+
+def test_without_a_seed_the_llm_translates_first(cpu_pool, tmp_path):
+    with ScriptedServer([fenced(FAST)], default=fenced(FAST)) as server:
+        summary, store = run_engine(cpu_pool, server, tmp_path, seed=None, iterations=1)
+        first_prompt = user_text(server.requests[0])
+    rows = store.all()
+    assert [(p.iteration, p.operator) for p in rows] == [(0, "translate"), (1, "rewrite")]
+    assert rows[0].status == "correct" and rows[0].messages is not None
+    assert "Write a first Triton implementation" in first_prompt and "torch.relu(x) * y + 1.0" in first_prompt
+    store.close()
+
+
+def test_budgets_stop_the_run(cpu_pool, tmp_path):
+    with ScriptedServer([], default=fenced(FAST)) as server:
+        summary, store = run_engine(cpu_pool, server, tmp_path, iterations=10, max_tokens=1)
+    assert summary["iterations_done"] == 1  # the first reply spent the whole budget
+    assert summary["stop_reason"].startswith("token budget reached")
+    store.close()
+
+
+# ---- the command, as a user runs it
+
+
+def ks(*args, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env)
+
+
+def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
+    assert p.returncode != 0, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr + p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def evolve_args(url: str, run_dir: Path, *extra) -> list:
+    return ["evolve", TASK, "--seed", SEED, "--llm-base-url", url, "--model", "scripted", "--device", "cpu",
+            "--run-dir", run_dir, *extra]
+
+
+def test_unreachable_endpoint_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = ks(*evolve_args(f"http://127.0.0.1:{port}/v1", tmp_path / "run", "--iterations", "2"), timeout=120)
+    one_line_error(p, "cannot reach", f"127.0.0.1:{port}")
+
+
+def test_bad_key_is_one_line(tmp_path):
+    env = dict(os.environ, OPENAI_API_KEY="wrong-key")
+    with ScriptedServer([], api_key="right-key", default=fenced(FAST)) as server:
+        p = ks(*evolve_args(server.url, tmp_path / "run", "--iterations", "2"), env=env, timeout=120)
+    one_line_error(p, "refused the API key")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("iterations = 3\n[llm]\nmodles = ['x']\n", "llm.modles"),
+    ("iterations = -1\n", "iterations"),
+    ("[archive]\nfeatures = ['launches', 'colour']\n", "unknown feature 'colour'"),
+    ("iterations = [\n", "is not valid"),
+    ("[llm]\napi_key_file = '/nonexistent/key'\n", "api_key_file"),
+])
+def test_bad_config_is_one_line(tmp_path, text, needle):
+    cfg = tmp_path / "evolve.toml"
+    cfg.write_text(text)
+    p = ks(*evolve_args("http://127.0.0.1:9/v1", tmp_path / "run", "--config", cfg), timeout=120)
+    one_line_error(p, needle)
+
+
+def test_config_files_toml_and_yaml_with_env_vars(tmp_path, monkeypatch):
+    monkeypatch.setenv("KS_TEST_URL", "http://127.0.0.1:1234/v1")
+    toml = tmp_path / "c.toml"
+    toml.write_text('iterations = 7\n[llm]\nbase_url = "${KS_TEST_URL}"\n'
+                    '[[llm.models]]\nname = "a"\nweight = 3\n[[llm.models]]\nname = "b"\n')
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text("iterations: 7\nllm:\n  base_url: ${KS_TEST_URL}\n  models:\n    - {name: a, weight: 3}\n"
+                    "    - {name: b}\n")
+    for path in (toml, yaml):
+        cfg = load_config(path, {"iterations": 9})
+        assert cfg.iterations == 9  # flags win
+        assert cfg.llm.base_url == "http://127.0.0.1:1234/v1"
+        assert [(m.name, m.weight) for m in cfg.llm.models] == [("a", 3.0), ("b", 1.0)]
+        assert cfg.llm.temperature == 0.6 and cfg.llm.top_p == 0.95
+
+
+def test_kill_9_then_resume_runs_every_iteration_once(tmp_path):
+    run_dir = tmp_path / "run"
+    cfg = tmp_path / "evolve.toml"
+    cfg.write_text("max_in_flight = 2\n[archive]\nislands = 2\nmigration_interval = 2\n")
+    args = evolve_args("URL", run_dir, "--iterations", "6", "--config", cfg)
+    with ScriptedServer([], default={"delay": 0.3, **fenced(FAST)}) as server:
+        args[args.index("URL")] = server.url
+        proc = subprocess.Popen([str(KERNELSMITH), *map(str, args)], cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        db = run_dir / "run.sqlite"
+        deadline = time.monotonic() + 240
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.is_file():
+                with sqlite3.connect(db) as con:
+                    try:
+                        stored = con.execute("SELECT COUNT(*) FROM programs").fetchone()[0]
+                    except sqlite3.OperationalError:
+                        stored = 0
+            if stored >= 3:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(db) as con:
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            before = con.execute("SELECT COUNT(*) FROM programs").fetchone()[0]
+        assert 3 <= before < 7
+        p = ks(*args, "--json", timeout=300)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["iterations_done"] == 6 and summary["programs"] == 7
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        iterations = [r[0] for r in con.execute("SELECT iteration FROM programs ORDER BY iteration")]
+        seeds = con.execute("SELECT COUNT(*) FROM programs WHERE operator = 'seed'").fetchone()[0]
+    assert iterations == list(range(7)) and seeds == 1
+    # Asking again for the same total does nothing; asking for more continues from there.
+    again = ks(*args, "--json", timeout=300)
+    assert json.loads(again.stdout.strip().splitlines()[-1])["programs"] == 7
+
+
+def test_export_jsonl_has_every_field(cpu_pool, tmp_path):
+    with ScriptedServer([fenced(FAST)]) as server:
+        run_engine(cpu_pool, server, tmp_path, iterations=1)[1].close()
+    p = ks("export", tmp_path / "run", "--format", "jsonl", timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1]
+    for key in ("id", "parent_id", "inspiration_ids", "iteration", "island", "operator", "model", "status", "correct",
+                "speedup", "flags", "error", "code", "messages", "response", "prompt_tokens", "completion_tokens"):
+        assert key in rows[1], key
+    assert rows[1]["parent_id"] == rows[0]["id"] and rows[1]["messages"][0]["role"] == "system"
+    one_line_error(ks("export", tmp_path / "nowhere", timeout=60), "not a run directory")
+    one_line_error(ks("export", tmp_path / "run", "--format", "csv", timeout=60), "jsonl")
+
+
+def test_a_run_directory_of_another_task_is_refused(cpu_pool, tmp_path):
+    with ScriptedServer([fenced(FAST)]) as server:
+        run_engine(cpu_pool, server, tmp_path, iterations=0)[1].close()
+        p = ks("evolve", case_path("rowsum_task"), "--llm-base-url", server.url, "--model", "m", "--device", "cpu",
+               "--run-dir", tmp_path / "run", "--iterations", "1", timeout=120)
+    one_line_error(p, "holds a run of another task")
