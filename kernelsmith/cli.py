@@ -151,7 +151,8 @@ def evolve_cmd(
         overrides.setdefault("llm", {})["models"] = [{"name": model}]
     if device is not None:
         overrides["evaluation"] = {"device": device.value}
-    say = (lambda text: None) if quiet or json_out else (lambda text: console.print(text, highlight=False))
+    say = (lambda text: None) if quiet or json_out else (lambda text: console.print(text, highlight=False,
+                                                                                     soft_wrap=True))
     try:
         summary = run_evolve(task, seed, config, overrides, run_dir, say)
     except UserError as exc:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,105 @@ def test_a_run_directory_of_another_task_is_refused(cpu_pool, tmp_path):
         p = ks("evolve", case_path("rowsum_task"), "--llm-base-url", server.url, "--model", "m", "--device", "cpu",
                "--run-dir", tmp_path / "run", "--iterations", "1", timeout=120)
     one_line_error(p, "holds a run of another task")
+
+
+# ---- operators and reproducibility
+
+
+def reply_by_operator(request: dict) -> dict:
+    """Answer in the form the prompt asks for: SEARCH/REPLACE edits, or a whole program."""
+    system, user = request["messages"][0]["content"], user_text(request)
+    if "<<<<<<< SEARCH" in system:
+        return {"reply": "Bigger blocks.\n<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n"
+                         "=======\n        BLOCK = 1024\n>>>>>>> REPLACE\n"}
+    if "# Second parent" in user:
+        return fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048"), "Crossing over.")
+    return fenced(FAST)
+
+
+def test_diff_and_crossover_operators(cpu_pool, tmp_path):
+    with ScriptedServer(responder=reply_by_operator) as server:
+        summary, store = run_engine(cpu_pool, server, tmp_path, iterations=4,
+                                    operators={"rewrite": 0.0, "diff": 1.0, "crossover": 1.0})
+    rows = store.all()
+    ops = [p.operator for p in rows]
+    assert ops[0] == "seed" and set(ops[1:]) <= {"diff", "crossover"} and "diff" in ops
+    first_diff = next(p for p in rows if p.operator == "diff")
+    assert first_diff.status == "correct", first_diff.error
+    assert "BLOCK = 1024" in first_diff.code and first_diff.code.count("\n") == rows[0].code.count("\n")
+    for p in rows:
+        if p.operator == "crossover":  # needs two correct parents: the parent and an inspiration
+            assert p.status == "correct" and p.inspiration_ids and "BLOCK = 2048" in p.code
+        if p.operator == "diff" and p.parent_id != rows[0].id:
+            # the edit's SEARCH text is not in a parent that has other block sizes: loud, not silent
+            assert p.status == "no_program" and "block 1" in p.error.lower(), p.error
+    store.close()
+
+
+class VerdictFromBlockSize:
+    """A deterministic stand-in for the evaluator (speedup = BLOCK / 256), so that two runs see
+    identical verdicts and differ only by the engine's own choices."""
+
+    def submit(self, task, candidate, options=None) -> Future:
+        import re
+
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        block = int(re.search(r"BLOCK = (\d+)", candidate).group(1))
+        fut: Future = Future()
+        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=block / 256, candidate_ms=1.0,
+                                  kernel_launches=3 * (1 + block % 3), device="cpu"))
+        return fut
+
+    def hardware(self) -> Future:
+        fut: Future = Future()
+        fut.set_result({"device": "cpu", "name": "test"})
+        return fut
+
+    def close(self) -> None:
+        pass
+
+
+def choices_of_a_run(tmp_path: Path, name: str, random_seed: int) -> list[tuple]:
+    def reply(request: dict) -> dict:  # a block size that depends on what was asked
+        import zlib
+
+        block = 2 ** (6 + zlib.crc32(user_text(request).encode()) % 7)
+        return fenced(FAST.replace("BLOCK = 4096", f"BLOCK = {block}"))
+
+    with ScriptedServer(responder=reply) as server:
+        cfg = config(server.url, tmp_path, iterations=14, random_seed=random_seed,
+                     archive={"islands": 3, "migration_interval": 3, "exploit_ratio": 0.5},
+                     operators={"rewrite": 1.0, "diff": 0.0, "crossover": 1.0})
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / name, VerdictFromBlockSize(),
+                        LLMClient(cfg.llm, seed=random_seed), SEED.read_text())
+        asyncio.run(engine.run())
+    rows = engine.store.all()
+    engine.store.close()
+    assert engine.archive.migrations == 4
+    return [(p.iteration, p.island, p.operator, p.parent_id, tuple(p.inspiration_ids)) for p in rows]
+
+
+def test_a_run_is_reproducible_given_the_same_replies(tmp_path):
+    first = choices_of_a_run(tmp_path, "a", 11)
+    assert choices_of_a_run(tmp_path, "b", 11) == first
+    assert choices_of_a_run(tmp_path, "c", 12) != first
+    assert {island for _, island, *_ in first[1:]} == {0, 1, 2}  # iterations go round the islands
+
+
+def test_the_example_config_states_every_default():
+    from kernelsmith.evolve.config import EvolveConfig
+
+    assert load_config(REPO / "examples" / "evolve.toml").model_dump() == EvolveConfig().model_dump()
+
+
+def test_early_stop_after_iterations_without_a_new_best(tmp_path):
+    with ScriptedServer([], default=fenced(FAST)) as server:
+        cfg = config(server.url, tmp_path, iterations=20, early_stop=2)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", VerdictFromBlockSize(),
+                        LLMClient(cfg.llm), SEED.read_text())
+        summary = asyncio.run(engine.run())
+    engine.store.close()
+    # iteration 1 is the new best (4096-element blocks); 2 and 3 repeat it; then the run stops
+    assert summary["iterations_done"] == 3 and summary["best"]["iteration"] == 1
+    assert summary["stop_reason"] == "no improvement in 2 iterations"

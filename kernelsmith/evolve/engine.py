@@ -26,7 +26,7 @@ from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
-from kernelsmith.llm import LLMClient, LLMError
+from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
 
@@ -55,6 +55,7 @@ class Engine:
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
+        self.done = 0  # iterations 1..N stored
         self.started = time.monotonic()
         self.hardware: dict = {}
 
@@ -78,6 +79,7 @@ class Engine:
             self._admit(pid, iteration, island, has_code, score, ok, descriptors)
             if iteration > 0:
                 self.since_best += 1
+                self.done += 1
             if ok and (self.best is None or score > self.best.score):
                 self.best = self.store.get(pid)
                 self.since_best = 0
@@ -155,11 +157,11 @@ class Engine:
         improved = p.ok and (self.best is None or p.score > self.best.score)
         if p.iteration > 0:
             self.since_best += 1
+            self.done += 1
         if improved:
             self.best, self.since_best = p, 0
             write_best(self.run_dir, p, self.task)
-        done = len([i for i in self.store.iterations() if i > 0])
-        self.on_program(Event(p, self.best, improved, done, self.cfg.iterations))
+        self.on_program(Event(p, self.best, improved, self.done, self.cfg.iterations))
         return p
 
     # ---- the loop
@@ -173,7 +175,7 @@ class Engine:
             return f"token budget reached ({tokens} of {c.max_tokens})"
         if c.time_limit is not None and time.monotonic() - self.started >= c.time_limit:
             return f"time limit reached ({c.time_limit:g} s)"
-        if c.early_stop is not None and self.best is not None and self.since_best >= c.early_stop:
+        if c.early_stop is not None and self.since_best >= c.early_stop:
             return f"no improvement in {self.since_best} iterations"
         return None
 
@@ -187,8 +189,11 @@ class Engine:
             if self.llm is None:
                 raise UserError("this run needs an LLM: give --llm-base-url and --model, or a config with [llm]")
             await self.llm.check()
-        self.hardware = await asyncio.wrap_future(self.backend.hardware())
-        self.store.set_meta("hardware", self.hardware)
+        if needs_llm or 0 not in stored or self.store.get_meta("hardware") is None:
+            self.hardware = await asyncio.wrap_future(self.backend.hardware())
+            self.store.set_meta("hardware", self.hardware)
+        else:  # nothing left to run: do not start a judge only to ask
+            self.hardware = self.store.get_meta("hardware")
         try:
             if 0 not in stored:
                 await self._iteration(0)
@@ -213,8 +218,6 @@ class Engine:
                 done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for t in done:
                     t.result()  # an LLM outage or a bug ends the run; stored programs stay
-        except (LLMError, UserError):
-            raise
         finally:
             for t in running:
                 t.cancel()

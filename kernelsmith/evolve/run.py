@@ -11,7 +11,7 @@ from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate.pool import EvalBackend, EvalPool
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event
-from kernelsmith.llm import LLMClient, resolve_api_key
+from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
 
@@ -43,9 +43,7 @@ def run_evolve(task_path: Path, seed_path: Path | None, config_path: Path | None
     seed_code = Candidate.from_file(seed_path).source if seed_path else None
     cfg = load_config(config_path, overrides)
     run_dir = run_dir or default_run_dir(task_path)
-    for spec in cfg.llm.models:
-        resolve_api_key(cfg.llm, spec)  # a missing key file is an error now, not at iteration 1
-    llm = LLMClient(cfg.llm, seed=cfg.random_seed)
+    llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
     _drop_key_from_environment(cfg)
     own_pool = backend is None
     if own_pool:
@@ -64,7 +62,8 @@ def run_evolve(task_path: Path, seed_path: Path | None, config_path: Path | None
         f"{summary['programs']} programs, {summary['prompt_tokens'] + summary['completion_tokens']} tokens, "
         f"${summary['cost']:.4f}")
     if best:
-        say(f"best: program {best['program_id']} ({best['speedup']:.3g}x vs eager) -> {Path(run_dir) / 'best.py'}")
+        speed = f"{best['speedup']:.3g}x vs eager" if best["speedup"] is not None else "correct"
+        say(f"best: program {best['program_id']} ({speed}) -> {Path(run_dir) / 'best.py'}")
     else:
         say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")
     say(f"summary: {Path(run_dir) / 'summary.json'}")

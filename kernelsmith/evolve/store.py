@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS programs (
     score REAL NOT NULL,
     created_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS programs_island ON programs(island);
+CREATE INDEX IF NOT EXISTS programs_island ON programs(island, id);
 """
 
 _JSON_COLS = ("inspiration_ids", "messages", "flags", "descriptors", "eval")
