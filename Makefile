@@ -23,10 +23,13 @@ $(STAMP): pyproject.toml Makefile
 	  echo "note: bubblewrap is not installed: candidate sandboxes run without filesystem and network isolation"
 	touch $(STAMP)
 
-# Until the search exists: evaluate the bundled Triton softmax against its task, on the CPU
-# (Triton interpreter), and print the verdict.
+# A short search with the launch-parameter tuner (no LLM needed) on a bundled suite task, at its
+# CPU sizes with the Triton interpreter; it prints where the best kernel and the summary went.
+# Rerunning resumes the same run directory (and adds nothing once its iterations are done).
+DEMO_RUN ?= runs/demo-softmax
 demo: $(STAMP)
-	$(VENV)/bin/kernelsmith eval examples/softmax/task.py examples/softmax/triton_softmax.py --device cpu
+	$(VENV)/bin/kernelsmith evolve examples/suite/softmax.py --seed examples/suite_seeds/softmax.py \
+	  --mutator tune --iterations 6 --device cpu --small --run-dir $(DEMO_RUN)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

@@ -119,6 +119,24 @@ def eval_cmd(
         print_result(result, t.name, c.name)
 
 
+def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Device | None, **simple) -> dict:
+    """The config fields the flags set (a flag left out leaves the config file's value)."""
+    overrides: dict = {k: v for k, v in simple.items() if v is not None}
+    if llm_base_url is not None:
+        overrides.setdefault("llm", {})["base_url"] = llm_base_url
+    if model is not None:
+        overrides.setdefault("llm", {})["models"] = [{"name": model}]
+    if device is not None:
+        overrides["evaluation"] = {"device": device.value}
+    return overrides
+
+
+def _progress_printer(silent: bool):
+    if silent:
+        return lambda text: None
+    return lambda text: console.print(text, highlight=False, soft_wrap=True)
+
+
 @app.command("evolve")
 def evolve_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file"),
@@ -134,27 +152,23 @@ def evolve_cmd(
     time_limit: float | None = typer.Option(None, help="stop proposing after this many seconds"),
     early_stop: int | None = typer.Option(None, help="stop after this many iterations without a new best"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    mutator: str = typer.Option("llm", help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
 ) -> None:
-    """Evolve a fast Triton kernel for TASK with an LLM; every program goes into RUN_DIR."""
-    from kernelsmith.evolve.run import run_evolve
+    """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
+    from kernelsmith.candidate import Candidate
+    from kernelsmith.evolve.run import default_run_dir, evolve_config, load_task, run_evolve
 
-    overrides: dict = {}
-    for key, value in (("iterations", iterations), ("max_cost", max_cost), ("max_tokens", max_tokens),
-                       ("time_limit", time_limit), ("early_stop", early_stop), ("workers", workers)):
-        if value is not None:
-            overrides[key] = value
-    if llm_base_url is not None:
-        overrides.setdefault("llm", {})["base_url"] = llm_base_url
-    if model is not None:
-        overrides.setdefault("llm", {})["models"] = [{"name": model}]
-    if device is not None:
-        overrides["evaluation"] = {"device": device.value}
-    say = (lambda text: None) if quiet or json_out else (lambda text: console.print(text, highlight=False,
-                                                                                     soft_wrap=True))
+    overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, max_cost=max_cost,
+                                  max_tokens=max_tokens, time_limit=time_limit, early_stop=early_stop, workers=workers)
+    say = _progress_printer(quiet or json_out)
     try:
-        summary = run_evolve(task, seed, config, overrides, run_dir, say)
+        t = load_task(task, small)
+        seed_code = Candidate.from_file(seed).source if seed else None
+        cfg = evolve_config(config, overrides, mutator)
+        summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), say)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -163,6 +177,80 @@ def evolve_cmd(
         import json
 
         sys.stdout.write(json.dumps(summary) + "\n")
+
+
+def _print_report(report, json_out: bool) -> None:
+    from kernelsmith.suite.table import report_lines, rows_table
+
+    if json_out:
+        sys.stdout.write(report.to_json() + "\n")
+        return
+    console.print(rows_table(report))
+    for line in report_lines(report):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+@app.command("bench")
+def bench_cmd(
+    suite_dir: Path = typer.Argument(..., help="a folder of task files (a KernelBench checkout, examples/suite, ...)"),
+    solutions: Path = typer.Option(..., help="solutions at the same relative paths as the tasks"),
+    device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
+    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
+) -> None:
+    """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
+    from kernelsmith.evaluate import EvalOptions, EvalPool
+    from kernelsmith.suite.bench import run_bench
+    from kernelsmith.suite.scale import shrink
+
+    def progress(row) -> None:
+        if not json_out:
+            speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
+            console.print(f"{row.task}: {row.status}{speed}", highlight=False)
+
+    try:
+        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
+        with EvalPool(device=device.value, workers=workers, options=opts) as pool:
+            report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None, on_result=progress)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    _print_report(report, json_out)
+
+
+@app.command("evolve-suite")
+def evolve_suite_cmd(
+    suite_dir: Path = typer.Argument(..., help="a folder of task files"),
+    seeds: Path | None = typer.Option(None, help="starting candidates at the same relative paths (else the LLM translates)"),
+    runs_dir: Path = typer.Option(Path("runs/suite"), help="one run directory per task below it, and the report"),
+    iterations: int | None = typer.Option(None, min=0, help="iterations per task [default: 40]"),
+    mutator: str = typer.Option("llm", help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint"),
+    model: str | None = typer.Option(None, help="model name at that endpoint"),
+    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) [default: cuda]"),
+    config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
+    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
+    json_out: bool = typer.Option(False, "--json", help="print the suite report as one JSON object on the last line"),
+) -> None:
+    """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
+    from kernelsmith.evaluate import EvalPool
+    from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.suite.evolve_suite import evolve_suite
+
+    overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, workers=workers)
+    say = _progress_printer(quiet or json_out)
+    try:
+        cfg = evolve_config(config, overrides, mutator)
+        with EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation) as pool:
+            report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, say)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
+    _print_report(report, json_out)
 
 
 @app.command("export")

@@ -144,9 +144,10 @@ class Archive:
         diverse = rng.sample(others, min(self.cfg.diverse_inspirations, len(others)))
         return top, diverse
 
-    def best_id(self) -> int | None:
-        ok = [e for e in self.entries.values() if e.ok]
-        return max(ok, key=lambda e: (e.score, -e.id)).id if ok else None
+    def best_ids(self, n: int) -> list[int]:
+        """The n best correct programs of all islands (from each island's kept best)."""
+        ids = {i for isl in self.islands for i in isl.best_ok.ids()}
+        return sorted(ids, key=lambda i: (-self.entries[i].score, i))[:n]
 
     def cells(self, island: int) -> dict[tuple[int, ...], Entry]:
         return dict(self.islands[island].grid)

@@ -50,18 +50,24 @@ class ArchiveConfig(_Strict):
 
 
 class OperatorWeights(_Strict):
-    """How often each LLM operator is picked for a correct parent. `repair` is used whenever the
-    parent failed; `translate` when there is no program yet."""
+    """How often each operator is picked for a correct parent: the LLM's `rewrite`, `diff` and
+    `crossover`, and the LLM-free `tune` (launch parameters). With an LLM, `repair` is used
+    whenever the parent failed and `translate` when there is no program yet."""
 
     rewrite: float = Field(1.0, ge=0.0)
     diff: float = Field(0.0, ge=0.0)
     crossover: float = Field(0.0, ge=0.0)
+    tune: float = Field(0.0, ge=0.0)
 
     @model_validator(mode="after")
     def _some_weight(self):
-        if self.rewrite + self.diff + self.crossover <= 0:
+        if self.rewrite + self.diff + self.crossover + self.tune <= 0:
             raise ValueError("at least one operator needs a positive weight")
         return self
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.rewrite + self.diff + self.crossover > 0
 
 
 class PromptConfig(_Strict):

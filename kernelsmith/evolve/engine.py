@@ -26,6 +26,7 @@ from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
+from kernelsmith.evolve.tuning import TuningMemory, annotate
 from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
@@ -52,6 +53,7 @@ class Engine:
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
+        self.tuning = TuningMemory()
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -74,9 +76,11 @@ class Engine:
 
     def _rebuild(self) -> None:
         """Replay the stored programs into the archive, in the order they were stored."""
-        for pid, iteration, island, status, flags, score, descriptors, has_code in self.store.archive_rows():
+        for row in self.store.archive_rows():
+            pid, iteration, island, status, flags, score, descriptors, has_code, skeleton, config = row
             ok = status == "correct" and not flags
             self._admit(pid, iteration, island, has_code, score, ok, descriptors)
+            self.tuning.record(skeleton, config, score)
             if iteration > 0:
                 self.since_best += 1
                 self.done += 1
@@ -94,12 +98,15 @@ class Engine:
 
     # ---- one iteration
     def _operator(self, sel: Selection, rng: random.Random) -> str:
+        w = self.cfg.operators
+        if not w.uses_llm:
+            return "tune"
         if sel.parent_id is None:
             return "translate"
         if not sel.parent_ok:
             return "repair"
-        w = self.cfg.operators
-        ops = [("rewrite", w.rewrite), ("diff", w.diff), ("crossover", w.crossover if sel.inspiration_ids else 0.0)]
+        ops = [("rewrite", w.rewrite), ("diff", w.diff), ("crossover", w.crossover if sel.inspiration_ids else 0.0),
+               ("tune", w.tune)]
         ops = [(o, x) for o, x in ops if x > 0] or [("rewrite", 1.0)]
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
@@ -110,12 +117,36 @@ class Engine:
             raise UserError(str(exc)) from None
         program.with_verdict(result)
         program.descriptors = describe(program.code, program.eval, self.cfg.archive.features)
+        annotate(program)
         return program
+
+    async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
+        """A launch-parameter variant of the parent; when the tuner has tried everything around it,
+        of the next best correct programs of the island, then of the whole archive."""
+        order = [sel.parent_id] if sel.parent_id is not None and sel.parent_ok else []
+        order += self.archive.islands[island].best_ok.ids() + self.archive.best_ids(50)
+        for pid in dict.fromkeys(order):
+            parent = self.store.get(pid)
+            proposal = self.tuning.propose(parent, rng)
+            if proposal is None:
+                continue
+            code, config = proposal
+            program = Program(iteration=iteration, island=island, operator="tune", code=code, status=NO_PROGRAM,
+                              parent_id=parent.id, response=None)
+            try:
+                return await self._evaluate(program)
+            finally:
+                self.tuning.release(parent.skeleton, config)
+        self.stop_reason = self.stop_reason or "the tuner has nothing left to try"
+        return Program(iteration=iteration, island=island, operator="tune", code=None, status=NO_PROGRAM,
+                       parent_id=sel.parent_id, error="the tuner has no untried launch configuration left")
 
     async def _propose(self, iteration: int, island: int, rng: random.Random) -> Program:
         sel = self.archive.select(island, rng)
-        parent = self.store.get(sel.parent_id) if sel.parent_id is not None else None
         op = self._operator(sel, rng)
+        if op == "tune":
+            return await self._tune(iteration, island, sel, rng)
+        parent = self.store.get(sel.parent_id) if sel.parent_id is not None else None
         tops = self.store.get_many(sel.top_ids)
         diverse = self.store.get_many(sel.diverse_ids)
         second = None
@@ -154,6 +185,7 @@ class Engine:
     def _record(self, p: Program) -> Program:
         self.store.add(p)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
+        self.tuning.record(p.skeleton, p.config, p.score)
         improved = p.ok and (self.best is None or p.score > self.best.score)
         if p.iteration > 0:
             self.since_best += 1
@@ -184,7 +216,9 @@ class Engine:
         self._rebuild()
         stored = self.store.iterations()
         todo = deque(i for i in range(1, self.cfg.iterations + 1) if i not in stored)
-        needs_llm = bool(todo) or (0 not in stored and self.seed_code is None)
+        if 0 not in stored and self.seed_code is None and not self.cfg.operators.uses_llm:
+            raise UserError("the tuner alone needs a starting program: give --seed")
+        needs_llm = (bool(todo) and self.cfg.operators.uses_llm) or (0 not in stored and self.seed_code is None)
         if needs_llm:
             if self.llm is None:
                 raise UserError("this run needs an LLM: give --llm-base-url and --model, or a config with [llm]")
@@ -197,6 +231,10 @@ class Engine:
         try:
             if 0 not in stored:
                 await self._iteration(0)
+            if todo and not self.cfg.operators.uses_llm and self.best is None:
+                start = self.store.at_iteration(0)
+                why = f"{start.status}: {(start.error or '').splitlines()[0][:200]}" if start else "missing"
+                raise UserError(f"the tuner alone needs a correct starting program; it is {why}")
             await self._loop(todo)
         finally:
             if self.llm is not None:

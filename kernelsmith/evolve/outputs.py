@@ -14,7 +14,7 @@ from kernelsmith.task import Task
 EXPORT_FIELDS = ("id", "parent_id", "inspiration_ids", "iteration", "island", "operator", "model", "status",
                  "correct", "speedup", "speedup_vs_compile", "candidate_ms", "score", "flags", "error", "code",
                  "messages", "response", "prompt_tokens", "completion_tokens", "cost", "latency_s", "descriptors",
-                 "created_at")
+                 "config", "created_at")
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -47,7 +47,7 @@ def write_summary(run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig,
                   stop_reason: str, elapsed_s: float) -> dict:
     iterations = store.iterations()
     best = store.best()
-    seed = store._query("SELECT * FROM programs WHERE iteration = 0")
+    start = store.at_iteration(0)
     totals = store.totals()
     summary = {
         "task": task.name,
@@ -57,7 +57,7 @@ def write_summary(run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig,
         "programs": store.count(),
         "status_counts": store.status_counts(),
         "best": best_record(best),
-        "start": best_record(seed[0]) if seed else None,
+        "start": best_record(start),
         "prompt_tokens": totals["prompt_tokens"],
         "completion_tokens": totals["completion_tokens"],
         "cost": round(totals["cost"], 6),

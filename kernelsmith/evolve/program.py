@@ -68,6 +68,8 @@ class Program:
     flags: list[str] = field(default_factory=list)
     error: str | None = None
     descriptors: dict[str, float] = field(default_factory=dict)
+    skeleton: str | None = None  # the code with its tunable launch literals masked (tuner)
+    config: dict[str, int] | None = None  # the values of those literals
     eval: dict | None = None  # the full EvalResult record
     score: float = 0.0
     id: int | None = None  # assigned by the store

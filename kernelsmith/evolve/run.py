@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from kernelsmith.candidate import Candidate
+from kernelsmith.errors import UserError
 from kernelsmith.evaluate.pool import EvalBackend, EvalPool
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event
@@ -37,12 +37,39 @@ def _drop_key_from_environment(cfg: EvolveConfig) -> None:
         os.environ.pop(name, None)
 
 
-def run_evolve(task_path: Path, seed_path: Path | None, config_path: Path | None, overrides: dict,
-               run_dir: Path | None, say: Callable[[str], None], backend: EvalBackend | None = None) -> dict:
-    task = Task.from_file(task_path)
-    seed_code = Candidate.from_file(seed_path).source if seed_path else None
-    cfg = load_config(config_path, overrides)
-    run_dir = run_dir or default_run_dir(task_path)
+def load_task(path: Path, small: bool = False) -> Task:
+    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them)."""
+    task = Task.from_file(path)
+    if not small:
+        return task
+    from kernelsmith.suite.scale import shrink
+
+    try:
+        source = shrink(task.source)
+    except ValueError as exc:
+        raise UserError(f"{path}: cannot shrink it: {exc}") from None
+    if source == task.source:
+        raise UserError(f"{path} declares no CPU_SIZES, so --small cannot shrink it")
+    return Task.from_source(source, name=task.name, path=str(path))
+
+
+MUTATORS = {
+    "llm": None,  # the config's operator weights
+    "tune": {"rewrite": 0.0, "diff": 0.0, "crossover": 0.0, "tune": 1.0},  # no LLM at all
+}
+
+
+def evolve_config(config_path: Path | None, overrides: dict, mutator: str = "llm") -> EvolveConfig:
+    if mutator not in MUTATORS:
+        raise UserError(f"--mutator {mutator}: choose one of {', '.join(MUTATORS)}")
+    if MUTATORS[mutator] is not None:
+        overrides = {**overrides, "operators": MUTATORS[mutator]}
+    return load_config(config_path, overrides)
+
+
+def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Path, say: Callable[[str], None],
+               backend: EvalBackend | None = None) -> dict:
+    """One search, start to end (or resumed); returns summary.json's content."""
     llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
     _drop_key_from_environment(cfg)
     own_pool = backend is None

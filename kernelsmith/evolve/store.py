@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS programs (
     flags TEXT NOT NULL,
     error TEXT,
     descriptors TEXT NOT NULL,
+    skeleton TEXT,
+    config TEXT,
     eval TEXT,
     score REAL NOT NULL,
     created_at REAL NOT NULL
@@ -51,10 +53,11 @@ CREATE TABLE IF NOT EXISTS programs (
 CREATE INDEX IF NOT EXISTS programs_island ON programs(island, id);
 """
 
-_JSON_COLS = ("inspiration_ids", "messages", "flags", "descriptors", "eval")
+_JSON_COLS = ("inspiration_ids", "messages", "flags", "descriptors", "config", "eval")
 _COLS = ("iteration", "island", "operator", "parent_id", "inspiration_ids", "model", "messages", "response",
          "prompt_tokens", "completion_tokens", "cost", "latency_s", "code", "code_hash", "status", "correct",
-         "speedup", "speedup_vs_compile", "candidate_ms", "flags", "error", "descriptors", "eval", "score",
+         "speedup", "speedup_vs_compile", "candidate_ms", "flags", "error", "descriptors", "skeleton", "config", "eval",
+         "score",
          "created_at")
 
 
@@ -130,6 +133,10 @@ class RunStore:
             raise KeyError(program_id)
         return rows[0]
 
+    def at_iteration(self, iteration: int) -> Program | None:
+        rows = self._query("SELECT * FROM programs WHERE iteration = ?", (iteration,))
+        return rows[0] if rows else None
+
     def get_many(self, ids: list[int]) -> list[Program]:
         return [self.get(i) for i in ids]
 
@@ -143,11 +150,12 @@ class RunStore:
         return self._query("SELECT * FROM programs WHERE island = ? ORDER BY id DESC LIMIT ?", (island, n))
 
     def archive_rows(self) -> list[tuple]:
-        """(id, iteration, island, status, flags, score, descriptors, code is not null) in id order:
-        what the archive needs to rebuild itself, without the heavy columns."""
-        return [(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], json.loads(r[6]), bool(r[7]))
+        """(id, iteration, island, status, flags, score, descriptors, code is not null, skeleton,
+        config) in id order: what the archive and the tuner need, without the heavy columns."""
+        return [(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], json.loads(r[6]), bool(r[7]), r[8],
+                 json.loads(r[9]) if r[9] else None)
                 for r in self.db.execute("SELECT id, iteration, island, status, flags, score, descriptors, "
-                                         "code IS NOT NULL FROM programs ORDER BY id")]
+                                         "code IS NOT NULL, skeleton, config FROM programs ORDER BY id")]
 
     def iterations(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT iteration FROM programs")}

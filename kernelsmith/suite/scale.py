@@ -1,0 +1,98 @@
+"""CPU-sized versions of full-size tasks.
+
+A suite task declares its sizes as module-level constants (`TOKENS = 16384`) sized for the GPU,
+and a `CPU_SIZES = {"TOKENS": 64, ...}` dict of small values for the Triton interpreter.
+`shrink` rewrites only those constants' values, with libcst, so that every other byte of the
+file (comments, formatting, the CPU_SIZES dict itself) stays as written.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+
+SIZES_NAME = "CPU_SIZES"
+
+
+def _assigned_name(stmt: cst.BaseSmallStatement) -> str | None:
+    """The single plain name `stmt` assigns (`NAME = value`), else None."""
+    if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
+        return stmt.targets[0].target.value
+    if isinstance(stmt, cst.AnnAssign) and stmt.value is not None and isinstance(stmt.target, cst.Name):
+        return stmt.target.value
+    return None
+
+
+def _int_value(node: cst.BaseExpression) -> int | None:
+    """The value of an integer literal (`4096`, `-1`, `1 << 20` is not one), else None."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and isinstance(node.expression, cst.Integer)):
+        return -int(node.expression.evaluated_value)
+    return None
+
+
+def _module_assignments(module: cst.Module) -> dict[str, tuple[int, int, cst.BaseSmallStatement]]:
+    """Module-level `NAME = value` statements: name -> (statement index, index in its line, node)."""
+    found: dict[str, tuple[int, int, cst.BaseSmallStatement]] = {}
+    for i, line in enumerate(module.body):
+        if isinstance(line, cst.SimpleStatementLine):
+            for j, stmt in enumerate(line.body):
+                name = _assigned_name(stmt)
+                if name is not None:
+                    found[name] = (i, j, stmt)
+    return found
+
+
+def read_cpu_sizes(source: str) -> dict[str, int] | None:
+    """The file's CPU_SIZES dict (read without running the file), or None when it has none."""
+    sizes = None
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target if node.value is not None else None
+        if isinstance(target, ast.Name) and target.id == SIZES_NAME:
+            try:
+                sizes = ast.literal_eval(node.value)
+            except ValueError:
+                raise ValueError(f"{SIZES_NAME} must be a literal dict of names to ints") from None
+    if sizes is None:
+        return None
+    if not isinstance(sizes, dict) or not all(isinstance(k, str) and type(v) is int for k, v in sizes.items()):
+        raise ValueError(f"{SIZES_NAME} must be a literal dict of names to ints")
+    return sizes
+
+
+def shrink(source: str) -> str:
+    """`source` with each module-level `NAME = <int>` named in its CPU_SIZES set to the small value.
+
+    A source without CPU_SIZES comes back unchanged; a CPU_SIZES key that is not a module-level
+    int assignment is a ValueError naming it.
+    """
+    sizes = read_cpu_sizes(source)
+    if not sizes:
+        return source
+    module = cst.parse_module(source)
+    assignments = _module_assignments(module)
+    bad = [name for name in sizes
+           if name not in assignments or _int_value(assignments[name][2].value) is None]
+    if bad:
+        raise ValueError(f"{SIZES_NAME} names {', '.join(map(repr, bad))}, which "
+                         f"{'is' if len(bad) == 1 else 'are'} not a module-level int assignment")
+    body = list(module.body)
+    for name, small in sizes.items():
+        i, j, stmt = assignments[name]
+        line = body[i]
+        value = cst.Integer(str(small)) if small >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-small)))
+        stmts = list(line.body)
+        stmts[j] = stmts[j].with_changes(value=value)
+        body[i] = line.with_changes(body=stmts)
+    return module.with_changes(body=body).code
+
+
+def shrink_file(path: str | Path) -> str:
+    """The CPU-sized source of the task file at `path`."""
+    return shrink(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,47 @@
+"""A suite report on the terminal: one row per task, then fast_p, AMSR and the geometric mean."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from kernelsmith.suite.bench import BenchReport, Summary
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}x"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def rows_table(report: BenchReport) -> Table:
+    where = report.device + (f", {report.gpu_name}" if report.gpu_name and report.device == "cuda" else "")
+    table = Table(title=f"{report.suite} ({where})")
+    for col in ("task", "status", "vs eager", "vs torch.compile", "ms", "eager ms", "note"):
+        table.add_column(col, justify="right" if col in ("vs eager", "vs torch.compile", "ms", "eager ms") else "left")
+    for r in report.rows:
+        colour = "green" if r.success else ("yellow" if r.status == "correct" else "red")
+        note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:60]
+        table.add_row(r.task, f"[{colour}]{r.status}[/]", _x(r.speedup), _x(r.speedup_vs_compile),
+                      _ms(r.candidate_ms), _ms(r.reference_ms), note)
+    return table
+
+
+def summary_lines(s: Summary, label: str = "suite") -> list[str]:
+    fast = "  ".join(f"fast_{p}={v:.2f}" for p, v in s.fast_p.items())
+    lines = [f"{label}: {s.correct}/{s.tasks} correct ({s.correct_rate:.0%}); vs eager: {fast}  "
+             f"AMSR={s.amsr:.3g}  geomean={_x(s.geomean_speedup)}"]
+    if s.fast_p_vs_compile:
+        fast_c = "  ".join(f"fast_{p}={v:.2f}" for p, v in s.fast_p_vs_compile.items())
+        amsr_c = "-" if s.amsr_vs_compile is None else f"{s.amsr_vs_compile:.3g}"
+        lines.append(f"{' ' * len(label)}  vs torch.compile: {fast_c}  AMSR={amsr_c}  "
+                     f"geomean={_x(s.geomean_speedup_vs_compile)}")
+    return lines
+
+
+def report_lines(report: BenchReport) -> list[str]:
+    lines = summary_lines(report.summary)
+    for level, s in report.levels.items():
+        lines += summary_lines(s, level)
+    return lines
