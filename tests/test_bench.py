@@ -204,3 +204,10 @@ def test_bench_rejects_missing_solutions_dir(tmp_path, cpu_pool, case):
     _copy(case("rowsum_task"), tmp_path / "suite" / "t.py")
     with pytest.raises(UserError, match="solutions directory"):
         run_bench(tmp_path / "suite", tmp_path / "nope", cpu_pool)
+
+
+def test_roofline_fraction_is_floor_over_time_and_in_the_json():
+    row = TaskRow(task="t.py", status="correct", correct=True, candidate_ms=0.4, floor_ms=0.3)
+    assert row.roofline_fraction == pytest.approx(0.75)
+    assert json.loads(row.model_dump_json())["roofline_fraction"] == pytest.approx(0.75)
+    assert TaskRow(task="t.py", status="correct", candidate_ms=0.4).roofline_fraction is None  # CPU: no floor

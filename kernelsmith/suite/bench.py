@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import CandidateError, TaskError, UserError
@@ -108,8 +108,17 @@ class TaskRow(BaseModel):
     candidate_ms: float | None = None
     reference_ms: float | None = None
     compile_ms: float | None = None
+    floor_ms: float | None = None  # the task's roofline floor on this GPU (None on the CPU)
     error: str | None = None
     task_hash: str | None = None  # of the task as evaluated (after the transform)
+
+    @computed_field
+    @property
+    def roofline_fraction(self) -> float | None:
+        """How close the candidate runs to the physical floor (1.0 = at the roofline)."""
+        if self.floor_ms is None or not self.candidate_ms:
+            return None
+        return self.floor_ms / self.candidate_ms
 
     @property
     def success(self) -> bool:
@@ -183,7 +192,7 @@ def _row_from_result(st: SuiteTask, result: EvalResult) -> TaskRow:
     return TaskRow(task=st.rel_path, level=st.level, status=result.status.value, correct=result.correct,
                    flags=list(result.flags), speedup=result.speedup, speedup_vs_compile=result.speedup_vs_compile,
                    candidate_ms=result.candidate_ms, reference_ms=result.reference_ms, compile_ms=result.compile_ms,
-                   error=_excerpt(result.error), task_hash=result.task_hash)
+                   floor_ms=result.floor_ms, error=_excerpt(result.error), task_hash=result.task_hash)
 
 
 def _failed(st: SuiteTask, status: str, error: str, task_hash: str | None = None) -> TaskRow:

@@ -18,13 +18,15 @@ def _ms(v: float | None) -> str:
 def rows_table(report: BenchReport) -> Table:
     where = report.device + (f", {report.gpu_name}" if report.gpu_name and report.device == "cuda" else "")
     table = Table(title=f"{report.suite} ({where})")
-    for col in ("task", "status", "vs eager", "vs torch.compile", "ms", "eager ms", "note"):
-        table.add_column(col, justify="right" if col in ("vs eager", "vs torch.compile", "ms", "eager ms") else "left")
+    numeric = ("vs eager", "vs torch.compile", "ms", "eager ms", "of roofline")
+    for col in ("task", "status", *numeric, "note"):
+        table.add_column(col, justify="right" if col in numeric else "left")
     for r in report.rows:
         colour = "green" if r.success else ("yellow" if r.status == "correct" else "red")
         note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:60]
+        roof = "-" if r.roofline_fraction is None else f"{r.roofline_fraction:.0%}"
         table.add_row(r.task, f"[{colour}]{r.status}[/]", _x(r.speedup), _x(r.speedup_vs_compile),
-                      _ms(r.candidate_ms), _ms(r.reference_ms), note)
+                      _ms(r.candidate_ms), _ms(r.reference_ms), roof, note)
     return table
 
 
