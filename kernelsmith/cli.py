@@ -276,6 +276,17 @@ def export_cmd(
     store.close()
 
 
+def _mount_subcommands() -> None:
+    from kernelsmith.data.cli import data_app
+    from kernelsmith.train.cli import train_app
+
+    app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
+    app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
+
+
+_mount_subcommands()
+
+
 def main() -> None:
     try:
         app()
