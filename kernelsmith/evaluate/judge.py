@@ -105,8 +105,9 @@ class Judge:
             else:
                 cand.close()
         sb = sb or SandboxHandle(self.device, self.tmp)
-        if self.device == "cuda":  # warm the next ones now; on the CPU, after (they would share cores)
-            self.top_up_spares(self.CUDA_SPARES)
+        # Warm the next ones while this one runs. On the CPU they share cores with the candidate,
+        # which only adds noise to timings that say little there anyway (docs/benchmarks.md).
+        self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)
         return sb
 
     def top_up_spares(self, n: int) -> None:
