@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsmith.errors import UserError
+from kernelsmith.progress import LiveProgress
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evolve fast, verified GPU kernels for PyTorch operators.")
@@ -131,12 +132,6 @@ def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Devic
     return overrides
 
 
-def _progress_printer(silent: bool):
-    if silent:
-        return lambda text: None
-    return lambda text: console.print(text, highlight=False, soft_wrap=True)
-
-
 @app.command("evolve")
 def evolve_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file"),
@@ -163,12 +158,15 @@ def evolve_cmd(
 
     overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, max_cost=max_cost,
                                   max_tokens=max_tokens, time_limit=time_limit, early_stop=early_stop, workers=workers)
-    say = _progress_printer(quiet or json_out)
     try:
         t = load_task(task, small)
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator)
-        summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), say)
+        if quiet or json_out:
+            summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), lambda text: None)
+        else:
+            with LiveProgress(console, t.name, cfg.iterations) as view:
+                summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), view.say, view=view)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -205,15 +203,27 @@ def bench_cmd(
     from kernelsmith.suite.bench import run_bench
     from kernelsmith.suite.scale import shrink
 
-    def progress(row) -> None:
-        if not json_out:
-            speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
-            console.print(f"{row.task}: {row.status}{speed}", highlight=False)
+    from kernelsmith.suite.bench import scan_suite
 
     try:
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
+        total = len(scan_suite(suite_dir).tasks)
         with EvalPool(device=device.value, workers=workers, options=opts) as pool:
-            report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None, on_result=progress)
+            if json_out:
+                report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None)
+            else:
+                with LiveProgress(console, "bench", total) as view:
+                    fastest: list = []
+
+                    def progress(row) -> None:
+                        speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
+                        view.say(f"{row.task}: {row.status}{speed}")
+                        if row.success and row.speedup is not None:
+                            fastest[:] = max(fastest + [(row.speedup, row.task)])
+                        view.step(row.status, f"{fastest[0]:.3g}x ({fastest[1]})" if fastest else None)
+
+                    report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None,
+                                       on_result=progress)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     _print_report(report, json_out)
@@ -241,16 +251,51 @@ def evolve_suite_cmd(
     from kernelsmith.suite.evolve_suite import evolve_suite
 
     overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, workers=workers)
-    say = _progress_printer(quiet or json_out)
     try:
         cfg = evolve_config(config, overrides, mutator)
         with EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation) as pool:
-            report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, say)
+            if quiet or json_out:
+                report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None)
+            else:
+                with LiveProgress(console, "suite", cfg.iterations) as view:
+                    report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view=view)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
     _print_report(report, json_out)
+
+
+@app.command("runs")
+def runs_cmd(
+    root: Path = typer.Argument(Path("runs"), help="folder to search for run directories"),
+    json_out: bool = typer.Option(False, "--json", help="one JSON list on the last line"),
+) -> None:
+    """List run directories: task, iterations, best speedup, dates."""
+    import json
+
+    from kernelsmith.evolve.runs import find_runs
+
+    try:
+        runs = find_runs(root)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    if json_out:
+        sys.stdout.write(json.dumps([r.as_dict() for r in runs]) + "\n")
+        return
+    if not runs:
+        console.print(f"no run directories below {root}")
+        return
+    table = Table(title=f"runs below {root}")
+    for col in ("run", "task", "iterations", "programs", "best", "started"):
+        table.add_column(col, justify="right" if col in ("iterations", "programs", "best") else "left",
+                         overflow="fold")
+    for r in runs:
+        best = f"{r.best_speedup:.3g}x (#{r.best_program})" if r.best_speedup is not None else "-"
+        where = str(Path(r.run_dir).relative_to(root)) if Path(r.run_dir).is_relative_to(root) else r.run_dir
+        table.add_row(where, r.task or "?", str(r.iterations_done), str(r.programs), best, r.created or "-")
+    # Not a terminal (a pipe, a log): no width to respect, so keep each cell on one line.
+    (console if console.is_terminal else Console(width=200)).print(table)
 
 
 @app.command("export")

@@ -12,6 +12,7 @@ from kernelsmith.evaluate.pool import EvalBackend, EvalPool
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event
 from kernelsmith.llm import LLMClient
+from kernelsmith.progress import LiveProgress
 from kernelsmith.task import Task
 
 
@@ -67,16 +68,31 @@ def evolve_config(config_path: Path | None, overrides: dict, mutator: str = "llm
     return load_config(config_path, overrides)
 
 
+def best_text(e: Event) -> str | None:
+    if e.best is None or e.best.speedup is None:
+        return None
+    compiled = f", {e.best.speedup_vs_compile:.3g}x vs torch.compile" if e.best.speedup_vs_compile else ""
+    return f"{e.best.speedup:.3g}x vs eager{compiled} (program #{e.best.id}, iteration {e.best.iteration})"
+
+
 def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Path, say: Callable[[str], None],
-               backend: EvalBackend | None = None) -> dict:
-    """One search, start to end (or resumed); returns summary.json's content."""
+               backend: EvalBackend | None = None, view: LiveProgress | None = None) -> dict:
+    """One search, start to end (or resumed); returns summary.json's content. `view`, when
+    given, shows a live bar with ETA, the best so far and counts per status."""
     llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
     _drop_key_from_environment(cfg)
     own_pool = backend is None
     if own_pool:
         backend = EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation)
-    engine = Engine(task, cfg, run_dir, backend, llm, seed_code,
-                    on_program=lambda e: say(progress_line(e)))
+    if view is not None:
+        view.reset(task.name, total=cfg.iterations)
+
+    def on_program(e: Event) -> None:
+        say(progress_line(e))
+        if view is not None:
+            view.step(e.program.status, best_text(e), completed=e.done)
+
+    engine = Engine(task, cfg, run_dir, backend, llm, seed_code, on_program=on_program)
     try:
         say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
         summary = asyncio.run(engine.run())

@@ -1,0 +1,64 @@
+"""Live terminal progress for long commands: a bar with ETA, the best so far, counts per status.
+
+One class serves `evolve`, `evolve-suite` and `bench`. Lines printed through `say` scroll above
+the live part; on a terminal that is not interactive (CI logs, pipes) the live part is drawn
+once when it stops, so logs hold the final state and every line, without redraw noise.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
+
+STATUS_STYLE = {"correct": "green", "incorrect": "red", "compile_error": "dark_orange", "runtime_error": "magenta",
+                "timeout": "magenta", "rejected": "grey50", "no_program": "grey50", "missing": "grey50"}
+
+
+class LiveProgress:
+    def __init__(self, console: Console, what: str, total: int):
+        self.console = console
+        self.counts: Counter[str] = Counter()
+        self.best: str = "no correct program yet"
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console)
+        self.bar = self.progress.add_task(what, total=total)
+        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False,
+                         redirect_stdout=False, redirect_stderr=False)
+
+    def _render(self) -> Group:
+        counts = Text("  ")
+        for status, n in sorted(self.counts.items()):
+            counts.append(f"{status} {n}  ", style=STATUS_STYLE.get(status, ""))
+        return Group(self.progress, Text(f"  best so far: {self.best}", style="bold"), counts)
+
+    def __enter__(self) -> "LiveProgress":
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.live.update(self._render())
+        self.live.__exit__(*exc)
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False, soft_wrap=True)
+
+    def reset(self, what: str, total: int, completed: int = 0) -> None:
+        """Start over for another unit of work (the next task of a suite)."""
+        self.counts.clear()
+        self.best = "no correct program yet"
+        self.progress.reset(self.bar, total=total, completed=completed, description=what)
+        self.live.update(self._render())
+
+    def step(self, status: str, best: str | None = None, completed: int | None = None) -> None:
+        self.counts[status] += 1
+        if best is not None:
+            self.best = best
+        if completed is None:
+            self.progress.advance(self.bar)
+        else:
+            self.progress.update(self.bar, completed=completed)
+        self.live.update(self._render())

@@ -1,0 +1,231 @@
+"""What the run report shows, read from a run directory without writing to it.
+
+The store is opened read-only (an SQLite `mode=ro` URI), so a report can be made of a run that
+is still going, or of a copy on a read-only disk, and can never damage the run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kernelsmith.errors import UserError
+from kernelsmith.evaluate.result import Status
+from kernelsmith.evolve.config import EvolveConfig
+from kernelsmith.evolve.program import NO_PROGRAM, Program
+from kernelsmith.evolve.store import STORE_NAME, RunStore
+from kernelsmith.report.archive_view import ArchiveView, archive_view
+
+ERROR_CHARS = 2000  # of an error, in the detail panel
+ERROR_LINE_CHARS = 150  # of its first line, in the table
+REPLY_CHARS = 4000  # of the raw LLM reply, in the detail panel
+
+# The colour class of a status (the page's stylesheet maps each to a colour).
+_KINDS = {
+    Status.correct.value: "correct", Status.incorrect.value: "incorrect", Status.compile_error.value: "compile",
+    Status.runtime_error.value: "runtime", Status.timeout.value: "runtime", Status.rejected.value: "none",
+    NO_PROGRAM: "none",
+}
+
+
+def kind_of(p: Program) -> str:
+    """correct | flagged (correct but flagged) | incorrect | compile | runtime | none."""
+    if p.status == Status.correct.value and p.flags:
+        return "flagged"
+    return _KINDS.get(p.status, "none")
+
+
+def _clip(text: str | None, n: int) -> str | None:
+    return text if text is None or len(text) <= n else text[: n - 1] + "\u2026"
+
+
+@dataclass
+class ProgramRow:
+    id: int
+    iteration: int
+    island: int
+    operator: str
+    parent_id: int | None
+    inspiration_ids: list[int]
+    model: str | None
+    status: str
+    kind: str
+    depth: int  # parents above it (a starting program is 0)
+    speedup: float | None
+    speedup_vs_compile: float | None
+    candidate_ms: float | None
+    score: float
+    flags: list[str]
+    error: str | None
+    error_line: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float | None
+    descriptors: dict[str, float]
+    code: str | None
+    response: str | None
+
+
+@dataclass
+class DiffView:
+    title: str
+    lines: list[list[str]]  # [kind, text]: kind is file | hunk | add | del | ctx
+
+
+@dataclass
+class RunData:
+    task_name: str | None
+    task_source: str | None
+    run_dir: str
+    summary: dict | None  # summary.json as written, or None before the run first ends
+    config: dict | None  # the parts of the run's config a reader wants (no URLs, no key paths)
+    config_error: str | None
+    programs: list[ProgramRow]
+    best_id: int | None
+    status_counts: dict[str, int]
+    totals: dict[str, float]
+    best_so_far: list[list[float]]  # [iteration, best speedup up to it], from the first correct
+    archive: ArchiveView | None
+    diffs: list[DiffView] = field(default_factory=list)
+
+
+def read_store(run_dir: Path) -> tuple[list[Program], dict]:
+    """Every program (in stored order) and the meta table, through a read-only connection."""
+    path = Path(run_dir) / STORE_NAME
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot open {path} read-only: {exc}") from None
+    try:
+        db.row_factory = sqlite3.Row
+        programs = [RunStore._row(r) for r in db.execute("SELECT * FROM programs ORDER BY id")]
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{path} is not a readable run store: {exc}") from None
+    finally:
+        db.close()
+    return programs, meta
+
+
+def best_of(programs: list[Program]) -> Program | None:
+    """RunStore.best(): the highest-scoring correct, unflagged program, earliest on ties."""
+    ok = [p for p in programs if p.ok]
+    return min(ok, key=lambda p: (-p.score, p.id)) if ok else None
+
+
+def _depths(programs: list[Program]) -> dict[int, int]:
+    parent = {p.id: p.parent_id for p in programs}
+    depth: dict[int, int] = {}
+    for p in sorted(programs, key=lambda p: p.id):  # a parent is always stored before its child
+        depth[p.id] = depth[parent[p.id]] + 1 if parent[p.id] in depth else 0
+    return depth
+
+
+def best_so_far(programs: list[Program]) -> list[list[float]]:
+    """The best unflagged correct speedup among iterations <= i, for each i from the first success."""
+    out, best = [], None
+    for p in sorted(programs, key=lambda p: p.iteration):
+        if p.ok and p.speedup is not None and (best is None or p.speedup > best):
+            best = p.speedup
+        if best is not None:
+            out.append([p.iteration, best])
+    return out
+
+
+def unified_diff(old: str, new: str, old_name: str, new_name: str) -> list[list[str]]:
+    lines = []
+    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""):
+        if line.startswith(("---", "+++")) and len(lines) < 2:
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        else:
+            kind = {"+": "add", "-": "del"}.get(line[:1], "ctx")
+        lines.append([kind, line])
+    return lines
+
+
+def _diffs(best: Program | None, by_id: dict[int, Program], programs: list[Program]) -> list[DiffView]:
+    if best is None or best.code is None:
+        return []
+    out = []
+    start = next((p for p in programs if p.iteration == 0), None)
+    parent = by_id.get(best.parent_id) if best.parent_id is not None else None
+    for other, role in ((parent, "its parent"), (start, "the starting program")):
+        if other is None or other.code is None or other.id == best.id:
+            continue
+        title = f"program {best.id} (best) against {role}, program {other.id} (iteration {other.iteration})"
+        out.append(DiffView(title, unified_diff(other.code, best.code, f"program {other.id}", f"program {best.id}")))
+    return out
+
+
+def _config_view(cfg: EvolveConfig) -> dict:
+    return {
+        "iterations": cfg.iterations, "max_in_flight": cfg.max_in_flight, "random_seed": cfg.random_seed,
+        "early_stop": cfg.early_stop, "max_cost": cfg.max_cost, "max_tokens": cfg.max_tokens,
+        "time_limit": cfg.time_limit, "device": cfg.evaluation.device,
+        "models": [m.name for m in cfg.llm.models], "operators": cfg.operators.model_dump(),
+        "archive": cfg.archive.model_dump(),
+    }
+
+
+def _row(p: Program, depth: int) -> ProgramRow:
+    first_line = (p.error or "").strip().splitlines()[0] if (p.error or "").strip() else ""
+    return ProgramRow(
+        id=p.id, iteration=p.iteration, island=p.island, operator=p.operator, parent_id=p.parent_id,
+        inspiration_ids=list(p.inspiration_ids), model=p.model, status=p.status, kind=kind_of(p), depth=depth,
+        speedup=p.speedup, speedup_vs_compile=p.speedup_vs_compile, candidate_ms=p.candidate_ms, score=p.score,
+        flags=list(p.flags), error=_clip(p.error, ERROR_CHARS), error_line=_clip(first_line, ERROR_LINE_CHARS) or "",
+        prompt_tokens=p.prompt_tokens, completion_tokens=p.completion_tokens, cost=p.cost, latency_s=p.latency_s,
+        descriptors=dict(p.descriptors), code=p.code, response=_clip(p.response, REPLY_CHARS))
+
+
+def _summary(run_dir: Path) -> dict | None:
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path} is not readable JSON: {exc}") from None
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    run_dir = Path(run_dir)
+    programs, meta = read_store(run_dir)
+    config = config_error = None
+    view = None
+    if meta.get("config") is None:
+        config_error = "the store holds no config, so the archive cannot be rebuilt"
+    else:
+        try:
+            cfg = EvolveConfig.model_validate(meta["config"])
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+            config_error = f"the stored config does not validate ({where}: {first['msg']}), so the archive cannot be rebuilt"
+        else:
+            config, view = _config_view(cfg), archive_view(programs, cfg.archive)
+    best = best_of(programs)
+    by_id = {p.id: p for p in programs}
+    depth = _depths(programs)
+    counts: dict[str, int] = {}
+    for p in programs:
+        counts[p.status] = counts.get(p.status, 0) + 1
+    totals = {"prompt_tokens": sum(p.prompt_tokens for p in programs),
+              "completion_tokens": sum(p.completion_tokens for p in programs),
+              "cost": sum(p.cost for p in programs)}
+    return RunData(
+        task_name=meta.get("task_name"), task_source=meta.get("task_source"), run_dir=str(run_dir),
+        summary=_summary(run_dir), config=config, config_error=config_error,
+        programs=[_row(p, depth[p.id]) for p in programs], best_id=best.id if best else None,
+        status_counts=dict(sorted(counts.items())), totals=totals, best_so_far=best_so_far(programs),
+        archive=view, diffs=_diffs(best, by_id, programs))

@@ -1,0 +1,237 @@
+"""HTML reports: a real run (engine, scripted LLM, CPU evaluation) and hand-made stores, written
+to self-contained pages and opened in headless Chromium with the network blocked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import case_path
+from kernelsmith.errors import UserError
+from kernelsmith.evolve.config import EvolveConfig, load_config
+from kernelsmith.evolve.engine import Engine
+from kernelsmith.evolve.program import Program, score_of
+from kernelsmith.evolve.store import RunStore
+from kernelsmith.llm import LLMClient, ScriptedServer
+from kernelsmith.report import write_run_report, write_suite_report
+from kernelsmith.report.run_data import load_run
+from kernelsmith.suite.bench import BenchReport, TaskRow
+from kernelsmith.task import Task
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+TASK = case_path("elementwise_task")
+SEED = case_path("elementwise_small_blocks")
+FAST = case_path("elementwise_triton").read_text()
+HALF = case_path("elementwise_half_written").read_text()
+HOSTILE = '<script>alert(1)</script><img src=x onerror="window.__pwned = 1"></script><!--'
+
+
+def fenced(code: str) -> dict:
+    return {"reply": f"Here is the program.\n```python\n{code}```\n"}
+
+
+@pytest.fixture(scope="module")
+def run_dir(cpu_pool, tmp_path_factory) -> Path:
+    """A real 4-iteration run on two islands: fast kernel, no code, wrong kernel, another fast one."""
+    run = tmp_path_factory.mktemp("report") / "run"
+    steps = [fenced(FAST), {"reply": "I would use bigger blocks."}, fenced(HALF),
+             fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048"))]
+    with ScriptedServer(steps) as server:
+        cfg = load_config(None, {
+            "iterations": 4, "max_in_flight": 1, "random_seed": 3,
+            "llm": {"base_url": server.url, "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
+                    "timeout": 5.0},
+            "archive": {"islands": 2, "migration_interval": 2}, "evaluation": {"device": "cpu"}})
+        engine = Engine(Task.from_file(TASK), cfg, run, cpu_pool, LLMClient(cfg.llm, seed=cfg.random_seed),
+                        SEED.read_text())
+        asyncio.run(engine.run())
+        engine.store.close()
+    return run
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium with every network request failing: a report must need none."""
+    if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
+        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: install Debian's chromium and chromium-driver "
+                    "(apt-get install chromium chromium-driver; the Makefile installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--window-size=1400,2400"):
+        opts.add_argument(arg)
+    opts.binary_location = str(CHROMIUM)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=opts, service=Service(str(CHROMEDRIVER)))  # a path: no Selenium Manager
+    yield driver
+    driver.quit()
+
+
+def open_page(driver, path: Path):
+    """Load `path` and return the driver, failing on any severe console entry (a script error,
+    a blocked request)."""
+    driver.get_log("browser")  # drop what an earlier page logged
+    driver.get(path.resolve().as_uri())
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+    return driver
+
+
+def count(driver, css: str) -> int:
+    return len(driver.find_elements("css selector", css))
+
+
+def save_screenshot(driver, tmp_path: Path, name: str) -> Path:
+    png = tmp_path / name
+    driver.save_screenshot(str(png))
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30_000, len(data)
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width >= 800 and height >= 800, (width, height)
+    artifacts = os.environ.get("KERNELSMITH_TEST_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(artifacts) / name)
+    return png
+
+
+def test_run_report_draws_every_part(run_dir, browser, tmp_path):
+    report = write_run_report(run_dir)
+    assert report == run_dir / "report.html"
+    html = report.read_text()
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"(https?:)?//", html)  # nothing fetched
+    store = RunStore(run_dir, create=False)
+    programs, best = store.all(), store.best()
+    store.close()
+    assert [p.status for p in programs] == ["correct", "correct", "no_program", "incorrect", "correct"]
+    d = open_page(browser, report)
+
+    assert d.find_element("id", "best-speedup").text == f"{best.speedup:.2f}\u00d7"
+    assert count(d, "#chart-best path.best-line") == 1 and count(d, "#chart-best circle") == 3
+    assert count(d, "#lineage circle.node") == len(programs)
+    assert count(d, "#lineage path.edge") == sum(p.parent_id is not None for p in programs)
+    assert count(d, "#lineage circle.k-incorrect") == 1 and count(d, "#lineage circle.k-none") == 1
+    assert count(d, "#archive-grid table.grid") == 2 and count(d, "#archive-grid td.cell") >= 2
+    assert count(d, "#programs tbody tr") == len(programs)
+    assert count(d, "#best-code pre.diff .d-add") >= 1 and count(d, "#best-code pre.diff .d-del") >= 1
+    # clicking a node of the lineage shows that program in the detail panel
+    wrong = next(p for p in programs if p.status == "incorrect")
+    d.find_element("css selector", f'#lineage g.lnode[data-id="{wrong.id}"] circle').click()
+    assert d.find_element("id", "detail-title").text == f"program #{wrong.id}"
+    assert "out of tolerance" in d.find_element("id", "detail-error").text
+    # sorting the table by speedup puts the fastest first
+    d.find_element("css selector", "#programs thead th:nth-child(7)").click()
+    d.find_element("css selector", "#programs thead th:nth-child(7)").click()
+    first = d.find_element("css selector", "#programs tbody tr").get_attribute("data-id")
+    assert int(first) == best.id
+    assert not [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    save_screenshot(d, tmp_path, "report.png")
+
+
+def test_report_agrees_with_the_store_and_the_engine_archive(run_dir, tmp_path):
+    data = load_run(run_dir)
+    store = RunStore(run_dir, create=False)
+    assert data.best_id == store.best().id
+    assert data.status_counts == store.status_counts()
+    assert data.totals["prompt_tokens"] == store.totals()["prompt_tokens"] > 0
+    store.close()
+    # the engine's own replay of the same store puts the same elites in the same cells
+    cfg = EvolveConfig.model_validate(RunStore(run_dir, create=False).get_meta("config"))
+    engine = Engine(Task.from_file(TASK), cfg, run_dir, None, None)
+    engine._rebuild()
+    for isl in data.archive.islands:
+        expected = {cell: e.id for cell, e in engine.archive.cells(isl.island).items()}
+        assert {tuple(c.cell): c.id for c in isl.cells} == expected
+    assert data.archive.migrations == engine.archive.migrations >= 1
+    engine.store.close()
+    # the report goes where it is asked to, and the run directory is left as it was
+    before = sorted(p.name for p in run_dir.iterdir())
+    assert write_run_report(run_dir, tmp_path / "elsewhere" / "r.html").is_file()
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+    with pytest.raises(UserError, match="not a run directory"):
+        write_run_report(tmp_path / "nothing-here")
+
+
+def hand_made_run(run_dir: Path, programs: list[Program], config: dict | None = None) -> Path:
+    """A store written directly (the verdicts are made up): for shapes a real run rarely takes."""
+    store = RunStore(run_dir)
+    store.set_meta("task_name", f"hostile {HOSTILE}")
+    store.set_meta("task_source", TASK.read_text() + f"# {HOSTILE}\n")
+    store.set_meta("config", EvolveConfig.model_validate(config or {}).model_dump(mode="json"))
+    for p in programs:
+        p.score = score_of(p.status, p.flags, p.speedup)
+        store.add(p)
+    store.close()
+    return run_dir
+
+
+def test_one_failed_program_with_hostile_text_stays_text(browser, tmp_path):
+    p = Program(iteration=0, island=0, operator="seed", code=HALF + f"\n# {HOSTILE}\n", status="incorrect",
+                error=f"output mismatch {HOSTILE}\nsecond line", response=HOSTILE, model=HOSTILE)
+    run = hand_made_run(tmp_path / "run", [p])
+    report = write_run_report(run)
+    blob = report.read_text().split('id="data">', 1)[1].split("</script>", 1)[0]
+    assert "</" not in blob and "<!--" not in blob
+    d = open_page(browser, report)  # an alert would make every later command fail
+    assert d.execute_script("return window.__pwned === undefined") is True
+    assert d.find_element("id", "best-speedup").text == "none"
+    assert "no correct program" in d.find_element("id", "chart-empty").text
+    assert count(d, "#chart-best circle") == 0 and count(d, "#lineage circle.node") == 1
+    assert count(d, "#lineage path.edge") == 0 and count(d, "#programs tbody tr") == 1
+    assert "No correct program" in d.find_element("id", "best-code").text
+    assert HOSTILE in d.find_element("id", "detail-error").text  # shown as text, literally
+    assert "<script>alert(1)</script>" in d.find_element("css selector", "#programs td.err").text
+    assert d.title.startswith("kernelsmith run: hostile <script>")
+
+
+def test_hundreds_of_programs_stay_drawable(browser, tmp_path):
+    rng = random.Random(0)
+    statuses = ["correct", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "no_program"]
+    programs = [Program(iteration=0, island=0, operator="seed", code="x = 0\n", status="correct", speedup=1.0)]
+    for i in range(1, 300):
+        st = rng.choice(statuses)
+        programs.append(Program(
+            iteration=i, island=(i - 1) % 3, operator="rewrite", code=None if st == "no_program" else f"x = {i}\n" * i,
+            status=st, parent_id=rng.randint(max(1, i - 30), i), speedup=rng.uniform(0.5, 3) if st == "correct" else None,
+            flags=["torch_fallback"] if i % 50 == 0 and st == "correct" else [], error=None if st == "correct" else "boom",
+            descriptors={"launches": i % 5, "complexity": i, "uses_dot": i % 2}))
+    run = hand_made_run(tmp_path / "run", programs, {"archive": {"islands": 3, "migration_interval": 10}})
+    started = time.monotonic()
+    report = write_run_report(run)
+    assert time.monotonic() - started < 10
+    d = open_page(browser, report)
+    assert count(d, "#lineage circle.node") == 300 and count(d, "#lineage path.edge") == 299
+    assert count(d, "#programs tbody tr") == 300 and count(d, "#archive-grid table.grid") == 3
+    assert count(d, "#chart-best circle") == sum(p.status == "correct" for p in programs)
+    assert count(d, "#lineage circle.k-flagged") >= 1
+
+
+def test_suite_report_table_and_chart(browser, tmp_path):
+    rows = [TaskRow(task="level1/1_matmul.py", level="level1", status="correct", correct=True, speedup=2.5,
+                    speedup_vs_compile=1.2, candidate_ms=1.0, reference_ms=2.5, floor_ms=0.5),
+            TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.6),
+            TaskRow(task="level2/3_fused.py", level="level2", status="correct", correct=True, speedup=3.0,
+                    flags=["torch_fallback"]),
+            TaskRow(task="level2/4_conv.py", level="level2", status="compile_error", error=f"bad {HOSTILE}"),
+            TaskRow(task="level2/5_missing.py", level="level2", status="missing", error="no solution file")]
+    report = BenchReport.build("suite", "solutions", "cpu", None, rows, ["level1/helpers.py"])
+    out = write_suite_report(report, tmp_path / "suite.html")
+    d = open_page(browser, out)
+    assert d.execute_script("return window.__pwned === undefined") is True
+    assert count(d, "#suite-table tbody tr") == 5
+    assert count(d, "#suite-chart rect.bar") == 3 and count(d, "#suite-chart text.bar") == 2
+    assert count(d, "#suite-chart rect.k-flagged") == 1
+    table = d.find_element("id", "suite-table").text
+    assert "50.0%" in table and "2.50\u00d7" in table and HOSTILE in table  # roofline 0.5 / 1.0 ms
+    assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
+    assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
+    save_screenshot(d, tmp_path, "suite_report.png")

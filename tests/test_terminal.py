@@ -1,0 +1,41 @@
+"""What the terminal shows: progress lines, the live bar's final state, --quiet, `kernelsmith runs`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, case_path
+
+KERNELSMITH = Path(sys.executable).parent / "kernelsmith"
+
+
+def ks(*args, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+def test_evolve_progress_quiet_and_runs_listing(tmp_path):
+    runs = tmp_path / "runs"
+    args = ["evolve", case_path("elementwise_task"), "--seed", case_path("elementwise_small_blocks"),
+            "--mutator", "tune", "--device", "cpu", "--run-dir", runs / "elementwise"]
+    p = ks(*args, "--iterations", "2")
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    for line in ("kernelsmith evolve: elementwise_task, 2 iterations", "[  0/2] #1 iteration 0 island 0 seed: correct",
+                 "[  2/2] #3 iteration 2", "stopped: done; 2 iterations, 3 programs, 0 tokens",
+                 "best so far:", "summary: "):
+        assert line in out, (line, out)
+    assert "2/2" in out and "ETA" in out and "correct 3" in out  # the bar's final state, counts per status
+    # --quiet: nothing on stdout (the run resumes and has nothing left to do)
+    quiet = ks(*args, "--iterations", "2", "--quiet")
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout
+    listing = ks("runs", runs)
+    assert listing.returncode == 0 and "elementwise_task" in listing.stdout
+    rows = json.loads(ks("runs", runs, "--json").stdout.strip().splitlines()[-1])
+    assert [(r["task"], r["iterations_done"], r["programs"]) for r in rows] == [("elementwise_task", 2, 3)]
+    assert rows[0]["best_speedup"] > 0 and rows[0]["run_dir"].endswith("elementwise")
+    missing = ks("runs", tmp_path / "nowhere")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")
