@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml Makefile
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1; } || \
 	  echo "note: bubblewrap is not installed: candidate sandboxes run without filesystem and network isolation"
+	@# The HTML report's tests open it in Debian's headless Chromium (driven by selenium).
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q chromium chromium-driver || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null 2>&1; } || \
+	  echo "note: chromium and chromium-driver are not installed: the report tests will fail (apt-get install chromium chromium-driver)"
 	touch $(STAMP)
 
 # A short search with the launch-parameter tuner (no LLM needed) on a bundled suite task, at its
