@@ -177,9 +177,13 @@ def evolve_cmd(
         sys.stdout.write(json.dumps(summary) + "\n")
 
 
-def _print_report(report, json_out: bool) -> None:
+def _print_report(report, json_out: bool, html: Path | None = None) -> None:
     from kernelsmith.suite.table import report_lines, rows_table
 
+    if html is not None:
+        from kernelsmith.report import write_suite_report
+
+        write_suite_report(report, html)
     if json_out:
         sys.stdout.write(report.to_json() + "\n")
         return
@@ -197,6 +201,7 @@ def bench_cmd(
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
+    html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page"),
 ) -> None:
     """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
     from kernelsmith.evaluate import EvalOptions, EvalPool
@@ -219,14 +224,14 @@ def bench_cmd(
                         speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
                         view.say(f"{row.task}: {row.status}{speed}")
                         if row.success and row.speedup is not None:
-                            fastest[:] = max(fastest + [(row.speedup, row.task)])
-                        view.step(row.status, f"{fastest[0]:.3g}x ({fastest[1]})" if fastest else None)
+                            fastest[:] = [max(fastest + [(row.speedup, row.task)])]
+                        view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
                     report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None,
                                        on_result=progress)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
-    _print_report(report, json_out)
+    _print_report(report, json_out, html)
 
 
 @app.command("evolve-suite")
@@ -244,6 +249,7 @@ def evolve_suite_cmd(
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print the suite report as one JSON object on the last line"),
+    html: Path | None = typer.Option(None, help="where the HTML suite report goes [default: RUNS_DIR/suite_report.html]"),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
     from kernelsmith.evaluate import EvalPool
@@ -263,7 +269,7 @@ def evolve_suite_cmd(
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
-    _print_report(report, json_out)
+    _print_report(report, json_out, html or runs_dir / "suite_report.html")
 
 
 @app.command("runs")
@@ -296,6 +302,21 @@ def runs_cmd(
         table.add_row(where, r.task or "?", str(r.iterations_done), str(r.programs), best, r.created or "-")
     # Not a terminal (a pipe, a log): no width to respect, so keep each cell on one line.
     (console if console.is_terminal else Console(width=200)).print(table)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="a run directory made by `kernelsmith evolve`"),
+    out: Path | None = typer.Option(None, help="where the page goes [default: RUN_DIR/report.html]"),
+) -> None:
+    """Write a self-contained HTML report of a run (opens with no network)."""
+    from kernelsmith.report import write_run_report
+
+    try:
+        path = write_run_report(run_dir, out)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    console.print(f"report: {path}", highlight=False, soft_wrap=True)
 
 
 @app.command("export")

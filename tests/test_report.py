@@ -21,7 +21,8 @@ from kernelsmith.evolve.program import Program, score_of
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.llm import LLMClient, ScriptedServer
 from kernelsmith.report import write_run_report, write_suite_report
-from kernelsmith.report.run_data import load_run
+from kernelsmith.report.archive_view import bin_labels
+from kernelsmith.report.run_data import best_so_far, kind_of, load_run
 from kernelsmith.suite.bench import BenchReport, TaskRow
 from kernelsmith.task import Task
 
@@ -62,8 +63,11 @@ def browser():
     if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
         pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: install Debian's chromium and chromium-driver "
                     "(apt-get install chromium chromium-driver; the Makefile installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install selenium (the report tests drive Chromium with it)")
 
     opts = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -92,6 +96,7 @@ def count(driver, css: str) -> int:
 
 def save_screenshot(driver, tmp_path: Path, name: str) -> Path:
     png = tmp_path / name
+    driver.execute_script("window.scrollTo(0, 0)")
     driver.save_screenshot(str(png))
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30_000, len(data)
@@ -115,7 +120,8 @@ def test_run_report_draws_every_part(run_dir, browser, tmp_path):
     assert [p.status for p in programs] == ["correct", "correct", "no_program", "incorrect", "correct"]
     d = open_page(browser, report)
 
-    assert d.find_element("id", "best-speedup").text == f"{best.speedup:.2f}\u00d7"
+    shown = d.find_element("id", "best-speedup").text
+    assert shown.endswith("\u00d7") and float(shown[:-1]) == pytest.approx(best.speedup, rel=0.05, abs=0.005)
     assert count(d, "#chart-best path.best-line") == 1 and count(d, "#chart-best circle") == 3
     assert count(d, "#lineage circle.node") == len(programs)
     assert count(d, "#lineage path.edge") == sum(p.parent_id is not None for p in programs)
@@ -143,9 +149,9 @@ def test_report_agrees_with_the_store_and_the_engine_archive(run_dir, tmp_path):
     assert data.best_id == store.best().id
     assert data.status_counts == store.status_counts()
     assert data.totals["prompt_tokens"] == store.totals()["prompt_tokens"] > 0
+    cfg = EvolveConfig.model_validate(store.get_meta("config"))
     store.close()
     # the engine's own replay of the same store puts the same elites in the same cells
-    cfg = EvolveConfig.model_validate(RunStore(run_dir, create=False).get_meta("config"))
     engine = Engine(Task.from_file(TASK), cfg, run_dir, None, None)
     engine._rebuild()
     for isl in data.archive.islands:
@@ -154,11 +160,23 @@ def test_report_agrees_with_the_store_and_the_engine_archive(run_dir, tmp_path):
     assert data.archive.migrations == engine.archive.migrations >= 1
     engine.store.close()
     # the report goes where it is asked to, and the run directory is left as it was
-    before = sorted(p.name for p in run_dir.iterdir())
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     assert write_run_report(run_dir, tmp_path / "elsewhere" / "r.html").is_file()
-    assert sorted(p.name for p in run_dir.iterdir()) == before
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
     with pytest.raises(UserError, match="not a run directory"):
         write_run_report(tmp_path / "nothing-here")
+
+
+def test_bins_are_named_and_the_best_so_far_ignores_flagged_programs():
+    assert bin_labels("launches", 4) == ["0", "1", "2-3", ">=4"]
+    assert bin_labels("complexity", 4) == ["0-39", "40-79", "80-159", ">=160"]
+    assert bin_labels("uses_dot", 4) == ["0", ">=1", None, None]  # a yes/no feature reaches two bins
+    ps = [Program(1, 0, "rewrite", "x", "incorrect"), Program(0, 0, "seed", "x", "correct", speedup=1.0),
+          Program(2, 0, "rewrite", "x", "correct", speedup=5.0, flags=["torch_fallback"]),
+          Program(3, 0, "rewrite", None, "no_program"), Program(4, 0, "rewrite", "x", "correct", speedup=2.0)]
+    assert best_so_far(ps) == [[0, 1.0], [1, 1.0], [2, 1.0], [3, 1.0], [4, 2.0]]
+    assert [kind_of(p) for p in ps] == ["incorrect", "correct", "flagged", "none", "correct"]
+    assert best_so_far(ps[:1]) == []
 
 
 def hand_made_run(run_dir: Path, programs: list[Program], config: dict | None = None) -> Path:

@@ -29,6 +29,11 @@ def test_evolve_progress_quiet_and_runs_listing(tmp_path):
                  "best so far:", "summary: "):
         assert line in out, (line, out)
     assert "2/2" in out and "ETA" in out and "correct 3" in out  # the bar's final state, counts per status
+    report = runs / "elementwise" / "report.html"
+    assert f"report: {report}" in " ".join(out.split()) and report.is_file()  # evolve writes it at the end
+    again = ks("report", runs / "elementwise", "--out", tmp_path / "again.html")
+    assert again.returncode == 0 and (tmp_path / "again.html").read_text().startswith("<!DOCTYPE html>")
+    assert ks("report", tmp_path / "nowhere").returncode == 2
     # --quiet: nothing on stdout (the run resumes and has nothing left to do)
     quiet = ks(*args, "--iterations", "2", "--quiet")
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout

@@ -73,8 +73,9 @@ def test_bench_json_summary(tmp_path):
     assert set(report["fast_p"]) == {"0", "1", "1.5", "2"} and report["fast_p"]["0"] == 2 / 3
     statuses = {r["task"]: r["status"] for r in report["rows"]}
     assert statuses == {"row_sum.py": "correct", "softmax.py": "correct", "rmsnorm.py": "missing"}
-    table = ks("bench", suite, "--solutions", seeds, "--device", "cpu", "--small")
+    table = ks("bench", suite, "--solutions", seeds, "--device", "cpu", "--small", "--html", tmp_path / "bench.html")
     assert table.returncode == 0 and "2/3 correct" in table.stdout and "fast_1=" in table.stdout
+    assert "best so far:" in table.stdout and 'id="suite-chart"' in (tmp_path / "bench.html").read_text()
 
 
 def test_evolve_suite_with_the_tuner_resumes_and_reports(tmp_path):
@@ -86,6 +87,7 @@ def test_evolve_suite_with_the_tuner_resumes_and_reports(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert "softmax.py: skipped" in p.stdout  # no seed, and the tuner cannot translate
     report = json.loads((runs / "suite_report.json").read_text())
+    assert (runs / "suite_report.html").is_file() and (runs / "row_sum" / "report.html").is_file()
     assert report["tasks"] == 3 and report["correct_rate"] == 2 / 3
     assert {r["task"]: r["status"] for r in report["rows"]}["softmax.py"] == "missing"
     for name in ("row_sum", "gelu_gate_bias"):

@@ -100,6 +100,9 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
         engine.store.close()
         if own_pool:
             backend.close()
+    from kernelsmith.report import write_run_report
+
+    report = write_run_report(Path(run_dir))
     best = summary["best"]
     say(f"stopped: {summary['stop_reason']}; {summary['iterations_done']} iterations, "
         f"{summary['programs']} programs, {summary['prompt_tokens'] + summary['completion_tokens']} tokens, "
@@ -109,5 +112,5 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
         say(f"best: program {best['program_id']} ({speed}) -> {Path(run_dir) / 'best.py'}")
     else:
         say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")
-    say(f"summary: {Path(run_dir) / 'summary.json'}")
+    say(f"summary: {Path(run_dir) / 'summary.json'}; report: {report}")
     return summary

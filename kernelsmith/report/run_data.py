@@ -100,8 +100,11 @@ def read_store(run_dir: Path) -> tuple[list[Program], dict]:
     path = Path(run_dir) / STORE_NAME
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
+    # Without a -wal file every row is in the main file and nobody is writing: open it immutable,
+    # which creates no -wal/-shm beside it. With one (a live or interrupted run), read through it.
+    live = path.with_name(path.name + "-wal").exists()
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
     except sqlite3.Error as exc:
         raise UserError(f"cannot open {path} read-only: {exc}") from None
     try:

@@ -78,14 +78,17 @@ function renderChart() {
   var pts = RUN.programs.filter(function (p) { return (p.kind === "correct" || p.kind === "flagged") && isNum(p.speedup); });
   var its = RUN.programs.map(function (p) { return p.iteration; });
   var x0 = Math.min.apply(null, its.concat([0])), x1 = Math.max.apply(null, its.concat([1]));
-  var ymax = Math.max.apply(null, pts.map(function (p) { return p.speedup; }).concat([1])) * 1.12;
+  // Keep 1x (as fast as eager) in view unless every speedup is far below it (a CPU run).
+  var top = Math.max.apply(null, pts.map(function (p) { return p.speedup; }).concat([0]));
+  var ymax = (top > 0 && top < 0.6 ? top : Math.max(top, 1)) * 1.12;
   function X(v) { return L + (v - x0) / (x1 - x0) * (W - L - R); }
   function Y(v) { return H - B - v / ymax * (H - T - B); }
   svg.appendChild(s("line", {class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B}));
   svg.appendChild(s("line", {class: "axis", x1: L, y1: T, x2: L, y2: H - B}));
-  ticks(0, ymax, 5).forEach(function (v) {
+  var yt = ticks(0, ymax, 5);
+  yt.forEach(function (v) {
     svg.appendChild(s("line", {class: "grid", x1: L, y1: Y(v), x2: W - R, y2: Y(v)}));
-    svg.appendChild(s("text", {class: "tick", x: L - 6, y: Y(v) + 4, "text-anchor": "end"}, fmt(v, v < 10 ? 1 : 0)));
+    svg.appendChild(s("text", {class: "tick", x: L - 6, y: Y(v) + 4, "text-anchor": "end"}, fmtTick(v, yt[1] - yt[0])));
   });
   ticks(x0, x1, 8).filter(function (v) { return v === Math.round(v); }).forEach(function (v) {
     svg.appendChild(s("text", {class: "tick", x: X(v), y: H - B + 16, "text-anchor": "middle"}, String(v)));
@@ -93,7 +96,7 @@ function renderChart() {
   svg.appendChild(s("text", {class: "label", x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle"}, "iteration"));
   svg.appendChild(s("text", {class: "label", transform: "translate(14," + (H - B + T) / 2 + ") rotate(-90)", "text-anchor": "middle"},
     "speedup vs eager"));
-  svg.appendChild(s("line", {class: "ref", x1: L, y1: Y(1), x2: W - R, y2: Y(1)}, s("title", null, "1\u00d7: as fast as eager PyTorch")));
+  if (ymax >= 1) svg.appendChild(s("line", {class: "ref", x1: L, y1: Y(1), x2: W - R, y2: Y(1)}, s("title", null, "1\u00d7: as fast as eager PyTorch")));
   if (!pts.length) {
     svg.appendChild(s("text", {class: "empty-note", id: "chart-empty", x: (L + W - R) / 2, y: (T + H - B) / 2, "text-anchor": "middle"},
       "no correct program yet: nothing to plot"));
@@ -117,8 +120,9 @@ function renderLineage() {
   var dx = Math.max(14, Math.min(64, 860 / Math.max(n - 1, 1))), dy = 56, pad = 24;
   var r = Math.max(4, Math.min(9, dx / 2.6));
   var depth = Math.max.apply(null, ps.map(function (p) { return p.depth; }).concat([0]));
-  var W = pad * 2 + (n - 1) * dx, H = pad * 2 + depth * dy + 14;
+  var W = Math.max(pad * 2 + Math.max(n - 1, 0) * dx, 200), H = pad * 2 + depth * dy + 14;
   svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  if (!n) svg.appendChild(s("text", {class: "empty-note", x: pad, y: pad}, "no program stored yet"));
   var pos = {};
   ps.forEach(function (p, i) { pos[p.id] = [pad + i * dx, pad + p.depth * dy]; });
   var edges = s("g", {class: "edges"}), nodes = s("g", {class: "nodes"});

@@ -20,8 +20,8 @@ function renderSummary() {
       h("div", {class: "note"}, "over the correct tasks; vs torch.compile " + fmtX(sm.geomean_speedup_vs_compile))),
     h("div", null, h("h3", null, "AMSR"), h("div", {class: "big"}, fmt(sm.amsr, 3)),
       h("div", {class: "note"}, "vs torch.compile " + fmt(sm.amsr_vs_compile, 3)))]);
-  var keys = Object.keys(sm.fast_p);
-  var fp = h("table", {class: "data", id: "fast-p"}, h("thead", null, h("tr", null, h("th", null, "threshold p"),
+  var keys = Object.keys(sm.fast_p).sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
+  var fp = h("table", {class: "data compact", id: "fast-p"}, h("thead", null, h("tr", null, h("th", null, "threshold p"),
     h("th", null, "fast_p vs eager"), h("th", null, "fast_p vs torch.compile"))), h("tbody", null, keys.map(function (k) {
     return h("tr", null, h("td", null, "fast_" + k), h("td", {class: "num"}, fmtPct(sm.fast_p[k])),
       h("td", {class: "num"}, k in sm.fast_p_vs_compile ? fmtPct(sm.fast_p_vs_compile[k]) : "\u2014"));
@@ -29,7 +29,7 @@ function renderSummary() {
   append(clear(document.getElementById("fastp")), fp);
   var levels = Object.keys(SUITE.levels), box = clear(document.getElementById("levels"));
   if (!levels.length) { box.appendChild(h("p", {class: "note"}, "No KernelBench levels in this suite.")); return; }
-  box.appendChild(h("table", {class: "data", id: "level-table"}, h("thead", null, h("tr", null,
+  box.appendChild(h("table", {class: "data compact", id: "level-table"}, h("thead", null, h("tr", null,
     ["level", "tasks", "correct", "fast_1", "AMSR", "geomean"].map(function (c) { return h("th", null, c); }))),
     h("tbody", null, levels.map(function (lv) {
       var m = SUITE.levels[lv];
