@@ -202,6 +202,7 @@ def bench_cmd(
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
     html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress, only the report"),
 ) -> None:
     """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
     from kernelsmith.evaluate import EvalOptions, EvalPool
@@ -214,7 +215,7 @@ def bench_cmd(
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
         total = len(scan_suite(suite_dir).tasks)
         with EvalPool(device=device.value, workers=workers, options=opts) as pool:
-            if json_out:
+            if json_out or quiet:
                 report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None)
             else:
                 with LiveProgress(console, "bench", total) as view:
