@@ -69,6 +69,7 @@ class Judge:
     # Warm sandboxes kept ready on a GPU: an evaluation (~3 s) is shorter than a sandbox's
     # start (~4 s: torch, triton, CUDA context), so one spare would leave the next one waiting.
     CUDA_SPARES = 2
+    SANDBOX_START_LIMIT = 300.0  # seconds for a sandbox to import torch and triton and say ready
 
     def __init__(self, device: str, tmp: Path, spares: list[SandboxHandle]):
         self.device = device
@@ -236,14 +237,16 @@ class Judge:
         task = self.task_module(task_source, task_hash)
 
         sb = self.take_sandbox()
-        deadline = t0 + opts.timeout
         trials: list[TrialReport] = []
         flags: dict[str, str] = {}
         base.update(flag_details=flags)  # filled in as findings come; verdict() derives `flags`
         launches = 0
         try:
-            sb.wait_ready(deadline)
+            # Waiting for a sandbox to start is the evaluator's time, not the candidate's: on a
+            # busy machine a start can take longer than a short candidate time limit.
+            sb.wait_ready(time.monotonic() + self.SANDBOX_START_LIMIT)
             stages.worker_wait = time.monotonic() - t0 - stages.static
+            deadline = time.monotonic() + opts.timeout
             seed_init = _seed()
             sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
                      "candidate_source": candidate_source, "seed_init": seed_init})
