@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.program import Program
-from kernelsmith.evolve.store import STORE_NAME, RunStore
+from kernelsmith.evolve.store import RunStore
 
 _TASK_META = ("task_name", "task_hash", "task_source")
 
@@ -81,29 +81,10 @@ class Run:
         return chain[::-1]
 
 
-def _read_only_store(run_dir: Path) -> RunStore:
-    """A RunStore bound to a read-only connection, so its queries (`all`, `best`, `get_meta`) are the
-    single definition of what a run holds; its constructor would open the file for writing."""
-    path = run_dir / STORE_NAME
-    if not run_dir.is_dir():
-        raise UserError(f"run directory not found: {run_dir}")
-    if not path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        db.execute("PRAGMA busy_timeout=10000")
-        db.execute("SELECT 1 FROM programs LIMIT 1")
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path} is not a readable run store: {exc}") from None
-    store = RunStore.__new__(RunStore)
-    store.run_dir, store.path, store.db = run_dir, path, db
-    return store
-
-
 def read_run(run_dir: str | Path) -> Run:
     """The programs, best program and task of one run directory (UserError when it is not one)."""
     run_dir = Path(run_dir)
-    store = _read_only_store(run_dir)
+    store = RunStore.open_readonly(run_dir)
     try:
         meta = {key: store.get_meta(key) for key in _TASK_META}
         missing = [key for key, value in meta.items() if value is None]

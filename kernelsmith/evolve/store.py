@@ -79,10 +79,37 @@ class RunStore:
         except OSError as exc:
             raise UserError(f"cannot create the run directory {self.run_dir}: {exc.strerror}") from None
 
+    @classmethod
+    def open_readonly(cls, run_dir: str | Path) -> "RunStore":
+        """The store of an existing run, on a read-only connection: reports and data exports can
+        read a run that is still going, or a copy on a read-only disk, and never change it.
+
+        Without a -wal file every row is in the main file and nobody is writing, so the file is
+        opened immutable, which creates no -wal/-shm beside it; with one, reads go through it."""
+        run_dir = Path(run_dir)
+        path = run_dir / STORE_NAME
+        if not run_dir.is_dir():
+            raise UserError(f"run directory not found: {run_dir} (not a run directory)")
+        if not path.is_file():
+            raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
+        live = path.with_name(path.name + "-wal").exists()
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
+            db.execute("PRAGMA busy_timeout=10000")
+            db.execute("SELECT 1 FROM programs LIMIT 1")
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path} is not a readable run store: {exc}") from None
+        store = cls.__new__(cls)
+        store.run_dir, store.path, store.db = run_dir, path, db
+        return store
+
     # ---- meta: the task, the config, run-wide facts
     def get_meta(self, key: str):
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def all_meta(self) -> dict:
+        return {key: json.loads(value) for key, value in self.db.execute("SELECT key, value FROM meta")}
 
     def set_meta(self, key: str, value) -> None:
         self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -18,7 +18,7 @@ from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program
-from kernelsmith.evolve.store import STORE_NAME, RunStore
+from kernelsmith.evolve.store import RunStore
 from kernelsmith.report.archive_view import ArchiveView, archive_view
 
 ERROR_CHARS = 2000  # of an error, in the detail panel
@@ -97,25 +97,13 @@ class RunData:
 
 def read_store(run_dir: Path) -> tuple[list[Program], dict]:
     """Every program (in stored order) and the meta table, through a read-only connection."""
-    path = Path(run_dir) / STORE_NAME
-    if not path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
-    # Without a -wal file every row is in the main file and nobody is writing: open it immutable,
-    # which creates no -wal/-shm beside it. With one (a live or interrupted run), read through it.
-    live = path.with_name(path.name + "-wal").exists()
+    store = RunStore.open_readonly(run_dir)
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
-    except sqlite3.Error as exc:
-        raise UserError(f"cannot open {path} read-only: {exc}") from None
-    try:
-        db.row_factory = sqlite3.Row
-        programs = [RunStore._row(r) for r in db.execute("SELECT * FROM programs ORDER BY id")]
-        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        return store.all(), store.all_meta()
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path} is not a readable run store: {exc}") from None
+        raise UserError(f"{store.path} is not a readable run store: {exc}") from None
     finally:
-        db.close()
-    return programs, meta
+        store.close()
 
 
 def best_of(programs: list[Program]) -> Program | None:
