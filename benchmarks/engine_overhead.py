@@ -110,9 +110,9 @@ def selection_at_scale(n: int, run_dir: Path, trials: int = 200) -> dict:
 
     t0 = time.monotonic()
     archive = Archive(cfg.archive)
-    for pid, iteration, island, status, flags, score, desc, has_code in store.archive_rows():
+    for pid, iteration, island, status, flags, score, desc, has_code, *_ in store.archive_rows():
         entry = archive.entry(pid, score, status == "correct" and not flags, desc) if has_code else None
-        archive.add(entry, None if iteration == 0 else island, count=iteration > 0)
+        archive.admit(entry, iteration, island)
     rebuild_s = time.monotonic() - t0
 
     builder = PromptBuilder(cfg.prompts)

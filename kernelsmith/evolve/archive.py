@@ -95,6 +95,15 @@ class Archive:
             if self.cfg.migration_interval and self.added % self.cfg.migration_interval == 0:
                 self.migrate()
 
+    def admit(self, e: Entry | None, iteration: int, island: int) -> None:
+        """Add a stored program as the search does: the starting program (iteration 0) seeds every
+        island and does not count toward migration; any other goes to its island and counts."""
+        if iteration == 0:
+            if e is not None:
+                self.add(e, None, count=False)
+        else:
+            self.add(e, island)
+
     @staticmethod
     def _place(isl: Island, e: Entry) -> None:
         if e.id in isl.members:

@@ -89,12 +89,7 @@ class Engine:
                 self.since_best = 0
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
-        entry = self.archive.entry(pid, score, ok, descriptors) if has_code else None
-        if iteration == 0:  # the starting program seeds every island
-            if entry is not None:
-                self.archive.add(entry, None, count=False)
-        else:
-            self.archive.add(entry, island)
+        self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
 
     # ---- one iteration
     def _operator(self, sel: Selection, rng: random.Random) -> str:

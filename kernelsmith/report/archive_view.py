@@ -24,12 +24,8 @@ def replay(programs: list[Program], cfg: ArchiveConfig) -> Archive:
     """The archive after admitting `programs` (in stored order) exactly as the engine does."""
     archive = Archive(cfg)
     for p in sorted(programs, key=lambda p: p.id):
-        entry = archive.entry(p.id, p.score, p.ok, p.descriptors) if p.code is not None else None
-        if p.iteration == 0:  # the starting program seeds every island, uncounted
-            if entry is not None:
-                archive.add(entry, None, count=False)
-        else:
-            archive.add(entry, p.island)
+        archive.admit(archive.entry(p.id, p.score, p.ok, p.descriptors) if p.code is not None else None,
+                      p.iteration, p.island)
     return archive
 
 
