@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelsmith.cli_errors import fail, print_error
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evolve fast, verified GPU kernels for PyTorch operators.")
 console = Console()
-err_console = Console(stderr=True)
 
 
 @app.callback()
@@ -33,11 +33,6 @@ def _defaults():
     from kernelsmith.evaluate.options import EvalOptions
 
     return EvalOptions()
-
-
-def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def options_or_fail(model, **values):
@@ -358,7 +353,7 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(str(exc))
         sys.exit(exc.exit_code)
 
 

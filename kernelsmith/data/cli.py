@@ -12,18 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelsmith.cli_errors import fail
 from kernelsmith.errors import UserError
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Make post-training data from run directories: SFT steps and RL prompts (JSONL).")
 console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    """One line on stderr and a non-zero exit, as the main CLI does for errors a user can cause."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def write_jsonl(rows: list[dict], out: Path) -> None:
@@ -114,7 +108,7 @@ def sft_cmd(
         result = build_sft(run_dirs, min_gain=min_gain, max_per_task=max_per_task, exclude=_exclusions(exclude_tasks))
         write_jsonl(result.rows, out)
     except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     console.print(sft_table(result, out))
 
 
@@ -127,5 +121,5 @@ def rl_cmd(run_dirs: list[Path] = _RUN_DIRS, out: Path = _OUT, exclude_tasks: Pa
         result = build_rl(run_dirs, exclude=_exclusions(exclude_tasks))
         write_jsonl(result.rows, out)
     except UserError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     console.print(rl_table(result, out))

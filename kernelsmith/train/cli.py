@@ -7,35 +7,24 @@ are imported only when a command runs, so `kernelsmith --help` stays fast and wo
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 
+from kernelsmith.cli_errors import user_errors
 from kernelsmith.errors import UserError
 
 train_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Post-train a model on the search's data: SFT, then GRPO with the speedup reward.")
 console = Console()
-err_console = Console(stderr=True)
 
 
 class EvalDevice(str, Enum):
     cuda = "cuda"
     cpu = "cpu"
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """A UserError is one `error:` line on stderr and exit 2 (as `kernelsmith.cli.fail`)."""
-    try:
-        yield
-    except UserError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -69,7 +58,7 @@ def sft_command(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Supervised fine-tuning on the correct, faster steps of the search."""
-    with _user_errors():
+    with user_errors():
         from kernelsmith.train.sft import train_sft
 
         summary = train_sft(model, data, out, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, epochs=epochs,
@@ -105,7 +94,7 @@ def grpo_command(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """GRPO: sample, evaluate each sample's speedup over its parent, reinforce the faster ones."""
-    with _user_errors():
+    with user_errors():
         from kernelsmith.evaluate.options import EvalOptions
         from kernelsmith.evaluate.pool import EvalPool
         from kernelsmith.train.common import model_dir
