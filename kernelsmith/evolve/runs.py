@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kernelsmith.errors import UserError
-from kernelsmith.evolve.store import STORE_NAME
+from kernelsmith.evolve.store import STORE_NAME, RunStore
 
 
 @dataclass
@@ -27,22 +26,19 @@ class RunInfo:
         return asdict(self)
 
 
-def _read(store: Path) -> RunInfo:
-    con = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True)
+def _read(path: Path) -> RunInfo:
+    store = RunStore.open_readonly(path.parent)
     try:
-        meta = dict(con.execute("SELECT key, value FROM meta"))
-        done, programs = con.execute("SELECT COUNT(CASE WHEN iteration > 0 THEN 1 END), COUNT(*) FROM programs").fetchone()
-        best = con.execute("SELECT speedup, id FROM programs WHERE status = 'correct' AND flags = '[]' "
-                           "ORDER BY score DESC, id ASC LIMIT 1").fetchone()
+        task, created = store.get_meta("task_name"), store.get_meta("created_at")
+        done = len([i for i in store.iterations() if i > 0])
+        programs, best = store.count(), store.best()
     finally:
-        con.close()
-    created = json.loads(meta["created_at"]) if "created_at" in meta else None
+        store.close()
     fmt = "%Y-%m-%d %H:%M"
-    return RunInfo(run_dir=str(store.parent), task=json.loads(meta["task_name"]) if "task_name" in meta else None,
-                   iterations_done=done, programs=programs, best_speedup=best[0] if best else None,
-                   best_program=best[1] if best else None,
+    return RunInfo(run_dir=str(path.parent), task=task, iterations_done=done, programs=programs,
+                   best_speedup=best.speedup if best else None, best_program=best.id if best else None,
                    created=time.strftime(fmt, time.localtime(created)) if created else None,
-                   updated=time.strftime(fmt, time.localtime(store.stat().st_mtime)))
+                   updated=time.strftime(fmt, time.localtime(path.stat().st_mtime)))
 
 
 def find_runs(root: Path, max_depth: int = 4) -> list[RunInfo]:
@@ -55,6 +51,6 @@ def find_runs(root: Path, max_depth: int = 4) -> list[RunInfo]:
     for store in sorted(stores):
         try:
             runs.append(_read(store))
-        except (sqlite3.DatabaseError, KeyError, ValueError):
+        except (UserError, sqlite3.DatabaseError):
             continue  # not a kernelsmith store, or one being created right now
     return runs
