@@ -76,7 +76,8 @@ class JudgeProcess:
         env = scrubbed_env({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
         env.pop("TRITON_INTERPRET", None)  # the judge runs only PyTorch code
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python("kernelsmith.evaluate.worker", ["--fd", str(child.fileno()), "--device", device],
+            self.proc = spawn_python("kernelsmith.evaluate.worker",
+                                     ["--fd", str(child.fileno()), "--device", device, "--parent", str(os.getpid())],
                                      env=env, pass_fds=[child.fileno()], stdout=log, stderr=log)
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
@@ -145,9 +146,11 @@ class EvalPool:
         else:
             slots = [None] * (workers or 1)
         self._queue: queue.Queue = queue.Queue()
-        self._threads = [threading.Thread(target=self._worker, args=(gpu,), daemon=True, name=f"ks-judge-{i}")
+        self._judges: dict[int, JudgeProcess] = {}  # worker index -> its current judge
+        self._threads = [threading.Thread(target=self._worker, args=(i, gpu), daemon=True, name=f"ks-judge-{i}")
                          for i, gpu in enumerate(slots)]
         self._closed = False
+        self._abandoned = False
         for t in self._threads:
             t.start()
 
@@ -180,7 +183,7 @@ class EvalPool:
         futures = [self.submit(t, c, options) for t, c in pairs]
         return [f.result() for f in futures]
 
-    def _worker(self, gpu: str | None) -> None:
+    def _worker(self, index: int, gpu: str | None) -> None:
         judge: JudgeProcess | None = None
         while True:
             item = self._queue.get()
@@ -189,6 +192,9 @@ class EvalPool:
             fut, req, opts = item
             if not fut.set_running_or_notify_cancel():
                 continue
+            if self._abandoned:
+                fut.set_exception(RuntimeError("the evaluation pool was closed before this evaluation started"))
+                continue
             reply, last_error = None, ""
             for _attempt in range(2):  # a worker lost mid-evaluation is replaced and the job retried once
                 try:
@@ -196,6 +202,7 @@ class EvalPool:
                         if judge is not None:
                             judge.close()
                         judge = JudgeProcess(self.device, gpu)
+                        self._judges[index] = judge
                     reply = judge.request(req, opts.timeout + self.JUDGE_GRACE)
                     break
                 except Exception as exc:  # JudgeDied, or a broken reply: replace the worker
@@ -203,12 +210,16 @@ class EvalPool:
                     if judge is not None:
                         judge.close()
                     judge = None
+                    if self._closed:  # killed by close(): no retry
+                        last_error = "the evaluation pool was closed during this evaluation"
+                        break
             try:
                 self._resolve(fut, reply, last_error, opts)
             except Exception as exc:  # never leave a future hanging
                 fut.set_exception(exc)
         if judge is not None:
             judge.close()
+        self._judges.pop(index, None)
 
     @staticmethod
     def _resolve(fut: Future, reply: dict | None, last_error: str, opts: EvalOptions) -> None:
@@ -224,14 +235,25 @@ class EvalPool:
         else:
             fut.set_exception(RuntimeError(f"evaluation worker failed:\n{reply.get('error', reply)}"))
 
-    def close(self) -> None:
+    def close(self, wait: float = 30.0) -> None:
+        """Stop the workers. Evaluations submitted before still run for up to `wait` seconds;
+        then the rest are abandoned: running ones have their judge and sandboxes killed, and
+        every abandoned future gets an error."""
         if self._closed:
             return
         self._closed = True
         for _ in self._threads:
             self._queue.put(None)
+        end = time.monotonic() + wait
         for t in self._threads:
-            t.join(timeout=30)
+            t.join(timeout=max(0.0, end - time.monotonic()))
+        self._abandoned = True
+        for i, t in enumerate(self._threads):
+            judge = self._judges.get(i)
+            if t.is_alive() and judge is not None:
+                kill_tree(judge.proc)
+        for t in self._threads:
+            t.join(timeout=10)
 
     def __enter__(self) -> "EvalPool":
         return self

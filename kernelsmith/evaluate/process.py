@@ -46,6 +46,18 @@ def become_subreaper() -> None:
             pass
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Be killed when the process that started us dies, even by SIGKILL (Linux): a judge must not
+    outlive the pool or the service that owns it, busy with a candidate nobody waits for."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent_pid:  # it died before the prctl took effect
+            os._exit(1)
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

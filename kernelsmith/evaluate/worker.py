@@ -3,7 +3,7 @@
 It starts its first sandbox before importing torch, so the two warm up side by side and a
 one-off `kernelsmith eval` does not wait for them one after the other.
 
-    python -m kernelsmith.evaluate.worker --fd N --device cpu|cuda
+    python -m kernelsmith.evaluate.worker --fd N --device cpu|cuda [--parent PID]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelsmith.evaluate.process import become_subreaper
+from kernelsmith.evaluate.process import become_subreaper, die_with_parent
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.sandbox_handle import SandboxHandle
 
@@ -24,7 +24,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    ap.add_argument("--parent", type=int, default=None, help="pid of the pool's process: die with it")
     args = ap.parse_args()
+    if args.parent is not None:
+        die_with_parent(args.parent)
     become_subreaper()  # before any sandbox exists, so its orphans re-parent to us
     tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
     first = SandboxHandle(args.device, tmp)
