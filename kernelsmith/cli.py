@@ -13,6 +13,7 @@ from rich.table import Table
 from kernelsmith.cli_errors import fail, print_error
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
+from kernelsmith.serve.cli import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evolve fast, verified GPU kernels for PyTorch operators.")
@@ -115,9 +116,17 @@ def eval_cmd(
         print_result(result, t.name, c.name)
 
 
-def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Device | None, **simple) -> dict:
-    """The config fields the flags set (a flag left out leaves the config file's value)."""
+def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Device | None,
+                      backend: tuple = (None, None, None), **simple) -> dict:
+    """The config fields the flags set (a flag left out leaves the config file's value).
+    `backend`: the --eval-backend, --ray-address and --eval-url flags."""
+    from kernelsmith.serve.backends import backend_overrides
+
     overrides: dict = {k: v for k, v in simple.items() if v is not None}
+    kind, ray_address, eval_url = backend
+    backend_set = backend_overrides(kind.value if kind is not None else None, ray_address, eval_url)
+    if backend_set:
+        overrides["backend"] = backend_set
     if llm_base_url is not None:
         overrides.setdefault("llm", {})["base_url"] = llm_base_url
     if model is not None:
@@ -144,6 +153,9 @@ def evolve_cmd(
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
     mutator: str = typer.Option("llm", help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
     small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
+    eval_backend: EvalBackendKind | None = EVAL_BACKEND,
+    ray_address: str | None = RAY_ADDRESS,
+    eval_url: str | None = EVAL_URL,
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
 ) -> None:
@@ -151,9 +163,10 @@ def evolve_cmd(
     from kernelsmith.candidate import Candidate
     from kernelsmith.evolve.run import default_run_dir, evolve_config, load_task, run_evolve
 
-    overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, max_cost=max_cost,
-                                  max_tokens=max_tokens, time_limit=time_limit, early_stop=early_stop, workers=workers)
     try:
+        overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
+                                      iterations=iterations, max_cost=max_cost, max_tokens=max_tokens,
+                                      time_limit=time_limit, early_stop=early_stop, workers=workers)
         t = load_task(task, small)
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator)
@@ -195,21 +208,26 @@ def bench_cmd(
     small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
+    eval_backend: EvalBackendKind | None = EVAL_BACKEND,
+    ray_address: str | None = RAY_ADDRESS,
+    eval_url: str | None = EVAL_URL,
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
     html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress, only the report"),
 ) -> None:
     """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
-    from kernelsmith.evaluate import EvalOptions, EvalPool
-    from kernelsmith.suite.bench import run_bench
-    from kernelsmith.suite.scale import shrink
+    from contextlib import closing
 
-    from kernelsmith.suite.bench import scan_suite
+    from kernelsmith.evaluate import EvalOptions
+    from kernelsmith.serve.backends import backend_from_flags, open_backend
+    from kernelsmith.suite.bench import run_bench, scan_suite
+    from kernelsmith.suite.scale import shrink
 
     try:
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
         total = len(scan_suite(suite_dir).tasks)
-        with EvalPool(device=device.value, workers=workers, options=opts) as pool:
+        backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
+        with closing(open_backend(backend, device.value, workers, opts)) as pool:
             if json_out or quiet:
                 report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None)
             else:
@@ -243,19 +261,25 @@ def evolve_suite_cmd(
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
     small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    eval_backend: EvalBackendKind | None = EVAL_BACKEND,
+    ray_address: str | None = RAY_ADDRESS,
+    eval_url: str | None = EVAL_URL,
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print the suite report as one JSON object on the last line"),
     html: Path | None = typer.Option(None, help="where the HTML suite report goes [default: RUNS_DIR/suite_report.html]"),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
-    from kernelsmith.evaluate import EvalPool
+    from contextlib import closing
+
     from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.serve.backends import open_backend
     from kernelsmith.suite.evolve_suite import evolve_suite
 
-    overrides = _evolve_overrides(llm_base_url, model, device, iterations=iterations, workers=workers)
     try:
+        overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
+                                      iterations=iterations, workers=workers)
         cfg = evolve_config(config, overrides, mutator)
-        with EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation) as pool:
+        with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
             if quiet or json_out:
                 report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None)
             else:
@@ -340,8 +364,10 @@ def export_cmd(
 
 def _mount_subcommands() -> None:
     from kernelsmith.data.cli import data_app
+    from kernelsmith.serve.cli import serve_cmd
     from kernelsmith.train.cli import train_app
 
+    app.command("serve")(serve_cmd)
     app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
     app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.serve.backends import BackendConfig
 from kernelsmith.llm.config import LLMConfig
 
 
@@ -90,6 +91,7 @@ class EvolveConfig(_Strict):
     operators: OperatorWeights = Field(default_factory=OperatorWeights)
     prompts: PromptConfig = Field(default_factory=PromptConfig)
     evaluation: EvalOptions = Field(default_factory=EvalOptions)
+    backend: BackendConfig = Field(default_factory=BackendConfig)
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

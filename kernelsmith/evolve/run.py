@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Callable
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.pool import EvalBackend, EvalPool
+from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress
+from kernelsmith.serve.backends import open_backend
 from kernelsmith.task import Task
 
 
@@ -83,7 +84,7 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
     _drop_key_from_environment(cfg)
     own_pool = backend is None
     if own_pool:
-        backend = EvalPool(device=cfg.evaluation.device, workers=cfg.workers, options=cfg.evaluation)
+        backend = open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)
     if view is not None:
         view.reset(task.name, total=cfg.iterations)
 

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from kernelsmith.cli_errors import user_errors
 from kernelsmith.errors import UserError
+from kernelsmith.serve.cli import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 
 train_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Post-train a model on the search's data: SFT, then GRPO with the speedup reward.")
@@ -90,13 +91,18 @@ def grpo_command(
                                             help="Comma-separated GPU ids for evaluation, e.g. 1,2,3 (keep timing "
                                                  "off the training GPU)."),
     eval_timeout: float = typer.Option(180.0, "--eval-timeout", min=1.0, help="Seconds per candidate evaluation."),
+    eval_backend: Optional[EvalBackendKind] = EVAL_BACKEND,
+    ray_address: Optional[str] = RAY_ADDRESS,
+    eval_url: Optional[str] = EVAL_URL,
     max_reward: float = typer.Option(10.0, "--max-reward", min=0.0, help="Rewards are clipped to [0, this]."),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """GRPO: sample, evaluate each sample's speedup over its parent, reinforce the faster ones."""
     with user_errors():
         from kernelsmith.evaluate.options import EvalOptions
-        from kernelsmith.evaluate.pool import EvalPool
+        from contextlib import closing
+
+        from kernelsmith.serve.backends import backend_from_flags, open_backend
         from kernelsmith.train.common import model_dir
         from kernelsmith.train.grpo import accumulation_steps, train_grpo
         from kernelsmith.train.reward import SpeedupReward
@@ -110,7 +116,8 @@ def grpo_command(
         accumulation_steps(prompts_per_step, num_generations, batch_size)
         gpus = [g.strip() for g in eval_gpus.split(",") if g.strip()] if eval_gpus else None
         options = EvalOptions(device=device.value, timeout=eval_timeout)
-        with EvalPool(device=device.value, workers=workers, options=options, gpus=gpus) as pool:
+        backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
+        with closing(open_backend(backend, device.value, workers, options, gpus)) as pool:
             summary = train_grpo(model, data, out, SpeedupReward(pool, options, max_reward),
                                  num_generations=num_generations, prompts_per_step=prompts_per_step,
                                  batch_size=batch_size, max_steps=max_steps, lr=lr,

@@ -1,0 +1,133 @@
+"""A client of `kernelsmith serve` that is an `EvalBackend`: the search and the GRPO reward use it
+by URL, so that proposals and evaluations run on different machines.
+
+Standard library HTTP only (one thread per request in flight): an evaluation takes seconds, so a
+connection per request costs nothing that matters, and the client needs no extra package.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from kernelsmith.candidate import Candidate
+from kernelsmith.errors import UserError
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.task import Task
+
+_DROPPED = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, OSError)
+
+
+class RemoteBackend:
+    """Evaluate on a service at `url`. Waits out a full queue (429, Retry-After) for up to
+    `queue_wait` seconds; retries a dropped connection or a 5xx with backoff, `attempts` times."""
+
+    # Time the service may spend beyond the candidate's own timeout (queueing aside): baselines,
+    # torch.compile, a worker restart.
+    GRACE = 900.0
+
+    def __init__(self, url: str, token: str | None = None, options: EvalOptions | None = None,
+                 concurrency: int = 16, attempts: int = 6, queue_wait: float = 3600.0, backoff_max: float = 30.0):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UserError(f"--eval-url {url!r}: use http://HOST:PORT or https://HOST:PORT")
+        self.url = url.rstrip("/")
+        self.token, self.options = token, options or EvalOptions()
+        self.attempts, self.queue_wait, self.backoff_max = attempts, queue_wait, backoff_max
+        self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="ks-remote")
+        # A proxy from the environment must not see loopback traffic; other hosts honour it.
+        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+        self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
+        info = self.health()  # unreachable or wrong service: one clear line now, not later
+        if info.get("device") not in (None, self.options.device):
+            raise UserError(f"the evaluation service at {self.url} evaluates on {info.get('device')}, "
+                            f"not {self.options.device}")
+        self.workers = int(info.get("workers") or 1)
+
+    # -- EvalBackend ---------------------------------------------------------------------------
+    def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
+        source = candidate.source if isinstance(candidate, Candidate) else candidate
+        opts = (options or self.options).model_copy(update={"device": self.options.device})
+        return self._executor.submit(self._evaluate, task, source, opts)
+
+    def hardware(self) -> Future:
+        return self._executor.submit(self._request, "GET", "/v1/hardware", None, self.GRACE)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
+        return self.submit(task, candidate, options).result()
+
+    def health(self, attempts: int = 2) -> dict:
+        """The service's /v1/health. Few attempts: a wrong URL should fail in about a second."""
+        return self._request("GET", "/v1/health", None, 30.0, attempts)
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    def _evaluate(self, task: Task, source: str, opts: EvalOptions) -> EvalResult:
+        body = {"task_source": task.source, "task_name": task.name, "candidate_source": source,
+                **opts.model_dump(mode="json")}
+        return EvalResult.model_validate(self._request("POST", "/v1/evaluate", body, opts.timeout + self.GRACE))
+
+    def _request(self, method: str, path: str, body: dict | None, read_timeout: float,
+                 attempts: int | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        queue_deadline = time.monotonic() + self.queue_wait
+        failures = 0
+        while True:
+            req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+            try:
+                with self._opener.open(req, timeout=read_timeout) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                detail = _detail(exc)
+                if exc.code == 429:  # a full queue is not a failure: wait as told
+                    if time.monotonic() > queue_deadline:
+                        raise UserError(f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s")
+                    time.sleep(_retry_after(exc, 1.0) + random.uniform(0, 0.5))
+                    continue
+                if exc.code == 401:
+                    raise UserError(f"the evaluation service at {self.url} refused the token "
+                                    "(set the variable that backend.token_env names)") from None
+                if exc.code < 500:
+                    raise UserError(f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}") from None
+                failures += 1
+                reason = f"HTTP {exc.code}: {detail}"
+                wait = _retry_after(exc, None)
+            except _DROPPED as exc:
+                failures += 1
+                reason = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
+                wait = None
+            if failures >= (attempts or self.attempts):
+                raise UserError(f"the evaluation service at {self.url} is unreachable or failing after "
+                                f"{failures} attempts: {reason}")
+            time.sleep(wait if wait is not None else min(self.backoff_max, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        payload = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        return exc.reason or ""
+    detail = payload.get("detail") if isinstance(payload, dict) else None
+    if isinstance(detail, list):  # FastAPI's validation errors
+        return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail)
+    return str(detail or exc.reason or "")
+
+
+def _retry_after(exc: urllib.error.HTTPError, default: float | None) -> float | None:
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return min(60.0, max(0.0, float(value))) if value is not None else default
+    except ValueError:
+        return default
