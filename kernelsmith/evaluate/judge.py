@@ -75,9 +75,14 @@ class Judge:
         self.device = device
         self.tmp = tmp
         self.spares = spares
+        self.gpu_uuid: str | None = None  # which physical GPU: several of one model look alike by name
         if device == "cuda":
             torch.cuda.init()
             self.gpu_name = torch.cuda.get_device_name()
+            try:
+                self.gpu_uuid = f"GPU-{torch.cuda.get_device_properties(0).uuid}"
+            except (AttributeError, RuntimeError):
+                pass
         else:
             self.gpu_name = f"cpu:{platform.processor() or platform.machine()}"
         self.torch_version = str(torch.__version__)
@@ -218,8 +223,8 @@ class Judge:
                  opts: EvalOptions) -> EvalResult:
         t0 = time.monotonic()
         stages = StageSeconds()
-        base = dict(device=self.device, gpu_name=self.gpu_name, torch_version=self.torch_version,
-                    task_hash=task_hash, candidate_hash=candidate_hash)
+        base = dict(device=self.device, gpu_name=self.gpu_name, gpu_uuid=self.gpu_uuid,
+                    torch_version=self.torch_version, task_hash=task_hash, candidate_hash=candidate_hash)
 
         def verdict(status: Status, error: str | None = None, **extra) -> EvalResult:
             stages.total = time.monotonic() - t0

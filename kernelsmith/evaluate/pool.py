@@ -65,6 +65,12 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(count)]
 
 
+def gpu_slots(gpus: list[str], workers: int | None) -> list[str]:
+    """The GPU of each worker: one worker per GPU by default; more workers than GPUs share them
+    round-robin. Each worker's judge sees only its GPU (CUDA_VISIBLE_DEVICES), so it sticks to it."""
+    return [gpus[i % len(gpus)] for i in range(workers or len(gpus))]
+
+
 class JudgeProcess:
     START_TIMEOUT = 600.0
 
@@ -141,8 +147,7 @@ class EvalPool:
             gpus = gpus if gpus is not None else visible_gpus()
             if not gpus:
                 raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
-            workers = workers or len(gpus)
-            slots = [gpus[i % len(gpus)] for i in range(workers)]
+            slots = gpu_slots(gpus, workers)
         else:
             slots = [None] * (workers or 1)
         self._queue: queue.Queue = queue.Queue()

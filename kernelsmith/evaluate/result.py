@@ -72,6 +72,7 @@ class EvalResult(BaseModel):
 
     device: str = "cpu"
     gpu_name: str | None = None
+    gpu_uuid: str | None = None  # the physical GPU (as nvidia-smi -L names it), for multi-GPU runs
     torch_version: str | None = None
     task_hash: str | None = None
     candidate_hash: str | None = None
