@@ -80,7 +80,7 @@ class PromptConfig(_Strict):
 class EvolveConfig(_Strict):
     iterations: int = Field(40, ge=0)  # the paper's 40 rounds per task
     random_seed: int = 0
-    max_in_flight: int = Field(4, ge=1)  # proposals being written or evaluated at once
+    max_in_flight: int = Field(4, ge=1)  # proposals being written or evaluated at once (at least one per worker)
     early_stop: int | None = Field(None, ge=1)  # stop after this many iterations without a new best
     max_cost: float | None = Field(None, ge=0)  # USD, from the per-model prices
     max_tokens: int | None = Field(None, ge=0)  # prompt + completion tokens

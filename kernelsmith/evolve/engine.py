@@ -48,6 +48,8 @@ class Engine:
                  on_program: Callable[[Event], None] | None = None):
         self.task, self.cfg, self.backend, self.llm = task, cfg, backend, llm
         self.seed_code = seed_code
+        # At least one proposal per evaluation worker, so that no GPU of the pool sits idle.
+        self.in_flight = max(cfg.max_in_flight, int(getattr(backend, "workers", 1) or 1))
         self.on_program = on_program or (lambda event: None)
         self.store = RunStore(run_dir)
         self.run_dir = self.store.run_dir
@@ -242,7 +244,7 @@ class Engine:
         running: set[asyncio.Task] = set()
         try:
             while todo or running:
-                while todo and len(running) < self.cfg.max_in_flight and self.stop_reason is None:
+                while todo and len(running) < self.in_flight and self.stop_reason is None:
                     self.stop_reason = self._budget_stop()
                     if self.stop_reason is None:
                         running.add(asyncio.create_task(self._iteration(todo.popleft())))
