@@ -29,8 +29,9 @@ OPTS = EvalOptions(device="cpu", trials=2, timeout=120, memory_limit="1G")
 @pytest.fixture(scope="module")
 def cluster() -> str:
     """A local Ray cluster for this module, with room (logical CPUs) for the pool's two actors
-    and for a service that joins it. Yields its address."""
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    and for a service that joins it, and two logical GPUs (no real ones: enough to check how
+    actors are placed on GPUs). Yields its address."""
+    ray.init(num_cpus=6, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -110,10 +111,39 @@ def test_serve_joins_the_cluster_and_evolve_starts_its_own(cluster, tmp_path):
     assert summary["iterations_done"] == 1 and summary["best"]["status"] == "correct"
 
 
-def test_a_cluster_without_enough_gpus_is_refused_in_one_line(pool):
+def test_one_actor_per_gpu_each_sticking_to_its_own(pool):
+    """On a cluster with two (logical) GPUs, a cuda pool has two actors by default, and Ray gives
+    each its own GPU: the judge it starts inherits that CUDA_VISIBLE_DEVICES. More workers than
+    GPUs is refused in one line. (No evaluation runs: there is no real GPU here.)"""
     from kernelsmith.errors import UserError
     from kernelsmith.serve.ray_pool import RayPool
 
-    with pytest.raises(UserError, match=r"^--device cuda: the Ray cluster has no GPU; use --device cpu$"):
-        RayPool(device="cuda", options=OPTS)
+    gpu_pool = RayPool(device="cuda", options=OPTS.model_copy(update={"device": "cuda"}))
+    try:
+        assert gpu_pool.workers == 2
+        where = [ray.get(a.where.remote(), timeout=120) for a in gpu_pool.actors()]
+        assert sorted(w["cuda_visible_devices"] for w in where) == ["0", "1"], where
+    finally:
+        gpu_pool.close()
+    with pytest.raises(UserError, match=r"^--workers 3: the Ray cluster has 2 GPUs, and each worker takes one$"):
+        RayPool(device="cuda", workers=3, options=OPTS)
     assert ray.is_initialized()  # a refused pool leaves a cluster it joined alone
+
+
+def test_local_pool_gives_each_worker_one_gpu():
+    from kernelsmith.evaluate.pool import gpu_slots, visible_gpus
+
+    assert gpu_slots(["0", "1", "2", "3"], None) == ["0", "1", "2", "3"]
+    assert gpu_slots(["4", "6"], 4) == ["4", "6", "4", "6"]
+    assert gpu_slots(["0", "1", "2"], 2) == ["0", "1"]
+    import os
+
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = "2, 5,7"
+    try:
+        assert visible_gpus() == ["2", "5", "7"]
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES")
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old

@@ -93,7 +93,8 @@ class RayPool:
             n = workers or 1
             self._actor_options = {"num_cpus": 1}
         self._actor_class = ray.remote(EvalActor).options(max_restarts=0, max_concurrency=2, **self._actor_options)
-        self._actors: list = [None] * n
+        # Started now, so that they warm up (placement, imports) while the caller gets ready.
+        self._actors: list = [self._new_actor() for _ in range(n)]
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
         self._lock = threading.Lock()
@@ -159,11 +160,14 @@ class RayPool:
         if self._own_ray and self._ray.is_initialized():
             self._ray.shutdown()
 
+    def _new_actor(self):
+        return self._actor_class.remote(self.device, self.options.model_dump(mode="json"))
+
     def _actor(self, slot: int):
         with self._lock:
             actor = self._actors[slot]
             if actor is None:
-                actor = self._actor_class.remote(self.device, self.options.model_dump(mode="json"))
+                actor = self._new_actor()
                 self._actors[slot] = actor
             return actor
 
