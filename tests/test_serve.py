@@ -224,8 +224,19 @@ def test_unreachable_or_malformed_eval_url_is_one_line(tmp_path):
         RemoteBackend("ftp://host")
     with pytest.raises(UserError, match="--eval-backend ray contradicts --eval-url"):
         backend_from_flags("ray", None, "http://127.0.0.1:9")
-    with pytest.raises(UserError, match="kind 'service' needs url"):
+    with pytest.raises(UserError, match="--eval-backend service needs --eval-url"):
         backend_from_flags("service", None, None)
+    with pytest.raises(UserError, match="contradict each other"):
+        backend_from_flags(None, "auto", "http://127.0.0.1:9")
+    # a flag that picks the kind clears what a config file said about the others
+    from kernelsmith.evolve.config import load_config
+    from kernelsmith.serve.backends import backend_overrides
+
+    cfg_file = tmp_path / "c.toml"
+    cfg_file.write_text('[backend]\nkind = "service"\nurl = "http://gpu-host:8765"\n')
+    cfg = load_config(cfg_file, {"backend": backend_overrides("ray", None, None)})
+    assert cfg.backend.kind == "ray" and cfg.backend.url is None
+    assert load_config(cfg_file).backend.url == "http://gpu-host:8765"
 
 
 @pytest.fixture(scope="module")

@@ -215,9 +215,11 @@ class EvalPool:
                     if judge is not None:
                         judge.close()
                     judge = None
-                    if self._closed:  # killed by close(): no retry
-                        last_error = "the evaluation pool was closed during this evaluation"
+                    if self._abandoned:  # killed by close(): no retry
                         break
+            if reply is None and self._abandoned:
+                fut.set_exception(RuntimeError("the evaluation pool was closed during this evaluation"))
+                continue
             try:
                 self._resolve(fut, reply, last_error, opts)
             except Exception as exc:  # never leave a future hanging

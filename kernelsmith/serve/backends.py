@@ -39,28 +39,31 @@ class BackendConfig(BaseModel):
 
 
 def backend_overrides(eval_backend: str | None, ray_address: str | None, eval_url: str | None) -> dict:
-    """The `backend` settings the --eval-backend, --ray-address and --eval-url flags give."""
-    out: dict = {}
-    if eval_url is not None:
-        out.update(kind="service", url=eval_url)
-    if ray_address is not None:
-        out.update(kind="ray", ray_address=ray_address)
+    """The `backend` settings the --eval-backend, --ray-address and --eval-url flags give. A flag
+    that sets the kind also clears the other kinds' settings from a config file."""
+    if eval_url is not None and ray_address is not None:
+        raise UserError("--eval-url and --ray-address contradict each other: evaluate on a service or on Ray")
+    kind = "service" if eval_url is not None else "ray" if ray_address is not None else None
     if eval_backend is not None:
-        if (eval_url is not None and eval_backend != "service") or (ray_address is not None and eval_backend != "ray"):
+        if kind is not None and eval_backend != kind:
             raise UserError(f"--eval-backend {eval_backend} contradicts "
                             + ("--eval-url" if eval_url is not None else "--ray-address"))
-        out["kind"] = eval_backend
+        kind = eval_backend
+    if kind is None:
+        return {}
+    out: dict = {"kind": kind}
+    if kind != "service" or eval_url is not None:
+        out["url"] = eval_url
+    if kind != "ray" or ray_address is not None:
+        out["ray_address"] = ray_address
     return out
 
 
 def backend_from_flags(eval_backend: str | None, ray_address: str | None, eval_url: str | None) -> BackendConfig:
     """The backend of a command that has no config file (bench, train grpo)."""
-    from pydantic import ValidationError
-
-    try:
-        return BackendConfig(**backend_overrides(eval_backend, ray_address, eval_url))
-    except ValidationError as exc:
-        raise UserError(f"--eval-backend: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    if eval_backend == "service" and eval_url is None:
+        raise UserError("--eval-backend service needs --eval-url")
+    return BackendConfig(**backend_overrides(eval_backend, ray_address, eval_url))
 
 
 def read_token(token_env: str) -> str | None:

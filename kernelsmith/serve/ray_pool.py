@@ -15,6 +15,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from concurrent.futures import Future
 
 from kernelsmith.candidate import Candidate
@@ -97,6 +98,7 @@ class RayPool:
         self._actors: list = [self._new_actor() for _ in range(n)]
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
+        self._abandoned = False  # close() gave up waiting: what is left fails instead of running
         self._lock = threading.Lock()
         self.restarts = 0  # actors replaced after a loss, over the pool's life
         self._threads = [threading.Thread(target=self._dispatch, args=(i,), daemon=True, name=f"ks-ray-{i}")
@@ -137,8 +139,10 @@ class RayPool:
         self._closed = True
         for _ in self._threads:
             self._queue.put(None)
+        end = time.monotonic() + 60
         for t in self._threads:
-            t.join(timeout=60)
+            t.join(timeout=max(0.0, end - time.monotonic()))
+        self._abandoned = True
         for i, actor in enumerate(self._actors):
             if actor is not None:
                 try:
@@ -191,6 +195,9 @@ class RayPool:
             fut, call, opts = item
             if not fut.set_running_or_notify_cancel():
                 continue
+            if self._abandoned:
+                fut.set_exception(RuntimeError("the evaluation pool was closed before this evaluation started"))
+                continue
             reply, last_error = None, ""
             for _attempt in range(self.attempts):
                 actor = self._actor(slot)
@@ -206,8 +213,13 @@ class RayPool:
                     break
                 except (GetTimeoutError, RayError) as exc:  # actor or node lost, or hung: replace and retry
                     last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    if self._closed:  # close() killed it: no replacement
+                        break
                     log.warning("Ray evaluation worker %d lost (%s); replacing it and retrying", slot, last_error)
                     self._drop(slot, actor)
+            if reply is None and self._closed:
+                fut.set_exception(RuntimeError("the evaluation pool was closed during this evaluation"))
+                continue
             self._resolve(fut, reply, last_error, opts)
 
     def _resolve(self, fut: Future, reply, last_error: str, opts: EvalOptions) -> None:
