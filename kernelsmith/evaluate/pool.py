@@ -7,9 +7,7 @@ pool can replace this one without changing them.
 from __future__ import annotations
 
 import os
-import queue
 import socket
-import threading
 import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -21,6 +19,7 @@ from kernelsmith.evaluate.baseline_cache import cache_dir
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
 from kernelsmith.evaluate.protocol import Channel
+from kernelsmith.evaluate.queued import QueuedPool
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.task import Task
 
@@ -133,7 +132,7 @@ class JudgeProcess:
             pass
 
 
-class EvalPool:
+class EvalPool(QueuedPool):
     """Evaluate candidates on warm workers. Thread-safe; `submit` returns a Future[EvalResult]."""
 
     # A judge may spend this long beyond the candidate's own timeout (baselines, torch.compile).
@@ -147,59 +146,28 @@ class EvalPool:
             gpus = gpus if gpus is not None else visible_gpus()
             if not gpus:
                 raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
-            slots = gpu_slots(gpus, workers)
+            self._slots: list[str | None] = gpu_slots(gpus, workers)
         else:
-            slots = [None] * (workers or 1)
-        self._queue: queue.Queue = queue.Queue()
+            self._slots = [None] * (workers or 1)
         self._judges: dict[int, JudgeProcess] = {}  # worker index -> its current judge
-        self._threads = [threading.Thread(target=self._worker, args=(i, gpu), daemon=True, name=f"ks-judge-{i}")
-                         for i, gpu in enumerate(slots)]
-        self._closed = False
-        self._abandoned = False
-        for t in self._threads:
-            t.start()
+        self._start(len(self._slots), "ks-judge")
 
-    @property
-    def workers(self) -> int:
-        return len(self._threads)
+    def _evaluate_call(self, task: Task, source: str, opts: EvalOptions) -> dict:
+        return {"op": "evaluate", "task_source": task.source, "task_hash": task.hash,
+                "candidate_source": source, "candidate_hash": Candidate(source).hash, "options": opts.model_dump()}
 
-    def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
-        if self._closed:
-            raise RuntimeError("the pool is closed")
-        source = candidate.source if isinstance(candidate, Candidate) else candidate
-        cand = candidate if isinstance(candidate, Candidate) else Candidate(source)
-        opts = (options or self.options).model_copy(update={"device": self.device})
-        req = {"op": "evaluate", "task_source": task.source, "task_hash": task.hash,
-               "candidate_source": source, "candidate_hash": cand.hash, "options": opts.model_dump()}
-        fut: Future = Future()
-        self._queue.put((fut, req, opts))
-        return fut
-
-    def hardware(self) -> Future:
-        """Future[dict]: the machine as a judge sees it (GPU name, SM count, measured ceilings)."""
-        fut: Future = Future()
-        self._queue.put((fut, {"op": "hardware"}, self.options))
-        return fut
-
-    def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
-        return self.submit(task, candidate, options).result()
+    def _hardware_call(self) -> dict:
+        return {"op": "hardware"}
 
     def map(self, pairs: Iterable[tuple[Task, Candidate | str]], options: EvalOptions | None = None) -> list[EvalResult]:
         futures = [self.submit(t, c, options) for t, c in pairs]
         return [f.result() for f in futures]
 
-    def _worker(self, index: int, gpu: str | None) -> None:
+    def _serve_slot(self, index: int) -> None:
+        gpu = self._slots[index]
         judge: JudgeProcess | None = None
-        while True:
-            item = self._queue.get()
-            if item is None:
-                break
+        while (item := self._next()) is not None:
             fut, req, opts = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            if self._abandoned:
-                fut.set_exception(RuntimeError("the evaluation pool was closed before this evaluation started"))
-                continue
             reply, last_error = None, ""
             for _attempt in range(2):  # a worker lost mid-evaluation is replaced and the job retried once
                 try:
@@ -242,31 +210,11 @@ class EvalPool:
         else:
             fut.set_exception(RuntimeError(f"evaluation worker failed:\n{reply.get('error', reply)}"))
 
-    def close(self, wait: float = 30.0) -> None:
-        """Stop the workers. Evaluations submitted before still run for up to `wait` seconds;
-        then the rest are abandoned: running ones have their judge and sandboxes killed, and
-        every abandoned future gets an error."""
-        if self._closed:
-            return
-        self._closed = True
-        for _ in self._threads:
-            self._queue.put(None)
-        end = time.monotonic() + wait
-        for t in self._threads:
-            t.join(timeout=max(0.0, end - time.monotonic()))
-        self._abandoned = True
+    def _abandon_running(self) -> None:
         for i, t in enumerate(self._threads):
             judge = self._judges.get(i)
             if t.is_alive() and judge is not None:
                 kill_tree(judge.proc)
-        for t in self._threads:
-            t.join(timeout=10)
-
-    def __enter__(self) -> "EvalPool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def evaluate(task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import socket
 import threading
-import time
 from concurrent.futures import Future
 
-from kernelsmith.candidate import Candidate
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.queued import QueuedPool
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.task import Task
 
@@ -56,7 +54,8 @@ class EvalActor:
         self.pool.close()
 
 
-class RayPool:
+class RayPool(QueuedPool):
+    CLOSE_WAIT = 60.0
     START_TIMEOUT = 600.0  # an actor's start (placement, imports) before its first evaluation
     JUDGE_GRACE = 900.0  # as EvalPool: baselines and torch.compile beyond the candidate's timeout
 
@@ -96,53 +95,23 @@ class RayPool:
         self._actor_class = ray.remote(EvalActor).options(max_restarts=0, max_concurrency=2, **self._actor_options)
         # Started now, so that they warm up (placement, imports) while the caller gets ready.
         self._actors: list = [self._new_actor() for _ in range(n)]
-        self._queue: queue.Queue = queue.Queue()
-        self._closed = False
-        self._abandoned = False  # close() gave up waiting: what is left fails instead of running
         self._lock = threading.Lock()
         self.restarts = 0  # actors replaced after a loss, over the pool's life
-        self._threads = [threading.Thread(target=self._dispatch, args=(i,), daemon=True, name=f"ks-ray-{i}")
-                         for i in range(n)]
-        for t in self._threads:
-            t.start()
+        self._start(n, "ks-ray")
 
-    @property
-    def workers(self) -> int:
-        return len(self._actors)
+    def _evaluate_call(self, task: Task, source: str, opts: EvalOptions) -> tuple:
+        return ("evaluate", task.source, task.name, source, opts.model_dump(mode="json"))
 
-    # -- EvalBackend ---------------------------------------------------------------------------
-    def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
-        if self._closed:
-            raise RuntimeError("the pool is closed")
-        source = candidate.source if isinstance(candidate, Candidate) else candidate
-        opts = (options or self.options).model_copy(update={"device": self.device})
-        fut: Future = Future()
-        self._queue.put((fut, ("evaluate", task.source, task.name, source, opts.model_dump(mode="json")), opts))
-        return fut
-
-    def hardware(self) -> Future:
-        fut: Future = Future()
-        self._queue.put((fut, ("hardware",), self.options))
-        return fut
-
-    def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
-        return self.submit(task, candidate, options).result()
+    def _hardware_call(self) -> tuple:
+        return ("hardware",)
 
     def actors(self) -> list:
         """The live actor handles (None where one is being replaced)."""
         with self._lock:
             return list(self._actors)
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for _ in self._threads:
-            self._queue.put(None)
-        end = time.monotonic() + 60
-        for t in self._threads:
-            t.join(timeout=max(0.0, end - time.monotonic()))
-        self._abandoned = True
+    def _abandon_running(self) -> None:
+        """Every actor goes, idle or not; a dispatch thread whose actor is killed does not replace it."""
         for i, actor in enumerate(self._actors):
             if actor is not None:
                 try:
@@ -151,13 +120,9 @@ class RayPool:
                     pass
                 self._ray.kill(actor, no_restart=True)
                 self._actors[i] = None
+
+    def _after_close(self) -> None:
         self._shutdown_ray()
-
-    def __enter__(self) -> "RayPool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- dispatch ------------------------------------------------------------------------------
     def _shutdown_ray(self) -> None:
@@ -185,19 +150,11 @@ class RayPool:
         except Exception:
             pass
 
-    def _dispatch(self, slot: int) -> None:
+    def _serve_slot(self, slot: int) -> None:
         from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
-        while True:
-            item = self._queue.get()
-            if item is None:
-                break
+        while (item := self._next()) is not None:
             fut, call, opts = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            if self._abandoned:
-                fut.set_exception(RuntimeError("the evaluation pool was closed before this evaluation started"))
-                continue
             reply, last_error = None, ""
             for _attempt in range(self.attempts):
                 actor = self._actor(slot)

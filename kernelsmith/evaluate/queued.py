@@ -1,0 +1,111 @@
+"""The frame both evaluation pools share (`EvalPool` here, `RayPool` on Ray): futures queued in
+order, one dispatch thread per worker slot, and a `close()` that lets submitted work run for a
+while, then abandons what is left. A subclass says how to phrase a call and how a slot runs it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+
+from kernelsmith.candidate import Candidate
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.task import Task
+
+
+class QueuedPool:
+    CLOSE_WAIT = 30.0  # seconds close() lets submitted evaluations run before abandoning them
+
+    device: str
+    options: EvalOptions
+
+    def _start(self, slots: int, name: str) -> None:
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._abandoned = False  # close() gave up waiting: what is left fails instead of running
+        self._threads = [threading.Thread(target=self._serve_slot, args=(i,), daemon=True, name=f"{name}-{i}")
+                         for i in range(slots)]
+        for t in self._threads:
+            t.start()
+
+    # -- what a subclass provides --------------------------------------------------------------
+    def _evaluate_call(self, task: Task, source: str, opts: EvalOptions):
+        raise NotImplementedError
+
+    def _hardware_call(self):
+        raise NotImplementedError
+
+    def _serve_slot(self, slot: int) -> None:
+        """Run calls from `self._next()` until it returns None."""
+        raise NotImplementedError
+
+    def _abandon_running(self) -> None:
+        """close() gave up waiting: stop what still runs (its futures then get an error)."""
+
+    def _after_close(self) -> None:
+        """Last step of close()."""
+
+    # -- EvalBackend ---------------------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        return len(self._threads)
+
+    def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
+        if self._closed:
+            raise RuntimeError("the pool is closed")
+        source = candidate.source if isinstance(candidate, Candidate) else candidate
+        opts = (options or self.options).model_copy(update={"device": self.device})
+        return self._put(self._evaluate_call(task, source, opts), opts)
+
+    def hardware(self) -> Future:
+        """Future[dict]: the machine as a worker sees it (GPU name, SM count, measured ceilings)."""
+        return self._put(self._hardware_call(), self.options)
+
+    def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
+        return self.submit(task, candidate, options).result()
+
+    def _put(self, call, opts: EvalOptions) -> Future:
+        fut: Future = Future()
+        self._queue.put((fut, call, opts))
+        return fut
+
+    def _next(self) -> tuple | None:
+        """The next (future, call, options) this slot should run; None once the pool closes."""
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return None
+            fut = item[0]
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if self._abandoned:
+                fut.set_exception(RuntimeError("the evaluation pool was closed before this evaluation started"))
+                continue
+            return item
+
+    def close(self, wait: float | None = None) -> None:
+        """Stop the workers. Evaluations submitted before still run for up to `wait` seconds
+        (CLOSE_WAIT by default); then the rest are abandoned: running ones are stopped, and
+        every abandoned future gets an error."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+        end = time.monotonic() + (self.CLOSE_WAIT if wait is None else wait)
+        for t in self._threads:
+            t.join(timeout=max(0.0, end - time.monotonic()))
+        self._abandoned = True
+        self._abandon_running()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._after_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
