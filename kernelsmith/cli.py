@@ -76,7 +76,11 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
     if result.trials:
         worst = max((t.max_abs_err or 0.0) for t in result.trials)
         table.add_row("trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}")
-    table.add_row("flags", ", ".join(result.flags) or "none")
+    table.add_row("flags", ", ".join(f.value for f in result.flags) or "none")
+    for note, detail in result.task_notes.items():
+        table.add_row("task note", f"{note.value}: {detail}")
+    table.add_row("operator rule", f"--torch-ops {result.torch_ops}"
+                  + (f" (decided from {result.activity_source} activity)" if result.activity_source else ""))
     s = result.stages
     table.add_row("seconds", f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
                              f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})")
@@ -96,6 +100,8 @@ def eval_cmd(
     trials: int = typer.Option(_defaults().trials, min=1, help="correctness trials, each on fresh random inputs"),
     compile_baseline: bool | None = typer.Option(None, help="also time torch.compile of the reference [default: on for cuda, off for cpu]"),
     cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
+    torch_ops: str = typer.Option(_defaults().torch_ops, help="partial: library ops may do part of the work "
+                                  "(KernelBench's rule); none: any library compute in forward fails"),
 ) -> None:
     """Compile, check and time CANDIDATE against TASK; print the verdict."""
     from kernelsmith.candidate import Candidate
@@ -106,7 +112,8 @@ def eval_cmd(
         t = Task.from_file(task)
         c = Candidate.from_file(candidate)
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, memory_limit=memory_limit,
-                               trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache)
+                               trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache,
+                               torch_ops=torch_ops)
         result = evaluate(t, c, opts)
     except UserError as exc:
         fail(str(exc), exc.exit_code)

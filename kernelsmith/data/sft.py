@@ -54,7 +54,7 @@ def _verdict(step: Step, min_gain: float, excluded: bool) -> str:
         return "no_llm_messages"
     if p.status != Status.correct.value:
         return "not_correct"
-    if p.flags:
+    if not p.ok:
         return "flagged"
     if step.is_first:
         return FIRST

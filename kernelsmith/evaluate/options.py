@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -32,6 +33,10 @@ class EvalOptions(BaseModel):
     # None: on for CUDA; off for the CPU, where inductor's C++ build costs ~40 s per task
     # and interpreter timings are relative only.
     compile_baseline: bool | None = None
+    # The operator rule (docs/integrity.md): "partial" (KernelBench's) lets a candidate keep library
+    # operators for part of the work and fails one whose own kernels do none of the reference's
+    # work; "none" fails any library compute in forward.
+    torch_ops: Literal["partial", "none"] = "partial"
     use_baseline_cache: bool = True
     # Timing: reps grow until `timing_budget_ms` of samples, within [min_reps, max_reps].
     warmup_ms: float = 100.0

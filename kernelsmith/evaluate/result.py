@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from kernelsmith.evaluate.verdict import Flag, TaskNote, is_success, split_legacy
 
 
 class Status(str, Enum):
@@ -57,6 +59,24 @@ class TrialReport(BaseModel):
     message: str | None = None
 
 
+class KernelRecord(BaseModel):
+    """One kernel that ran on the device during forward (CUDA), or one aten compute op (CPU)."""
+
+    name: str
+    count: int
+    own: bool  # one of the candidate's own kernels; else a library kernel (or op)
+    device_ms: float | None = None  # summed device time over the recorded calls (CUDA)
+
+
+class JudgeTiming(BaseModel):
+    """The judge's own clock over a batch of calls: what the sandbox cannot touch."""
+
+    calls: int
+    wall_ms: float  # request to reply, across a device-wide synchronize
+    overhead_ms: float  # per call: the harness's own work in the batch, measured by the judge
+    per_call_ms: float  # (wall / calls) - overhead: an upper bound of one call's time
+
+
 class EvalResult(BaseModel):
     status: Status
     correct: bool
@@ -65,9 +85,11 @@ class EvalResult(BaseModel):
     candidate_ms: float | None = None
     reference_ms: float | None = None
     compile_ms: float | None = None
-    flags: list[str] = Field(default_factory=list)
+    flags: list[Flag] = Field(default_factory=list)  # what the candidate did that is not allowed
     error: str | None = None
-    flag_details: dict[str, str] = Field(default_factory=dict)  # flag -> what was seen
+    flag_details: dict[Flag, str] = Field(default_factory=dict)  # flag -> what was seen
+    task_notes: dict[TaskNote, str] = Field(default_factory=dict)  # facts of the task, never held against it
+    torch_ops: str = "partial"  # the operator rule applied (EvalOptions.torch_ops)
     floor_ms: float | None = None  # the task's roofline floor on this GPU
 
     device: str = "cpu"
@@ -79,14 +101,37 @@ class EvalResult(BaseModel):
     triton_kernels: list[str] = Field(default_factory=list)
     cuda_kernels: list[str] = Field(default_factory=list)
     kernel_launches: int | None = None
+    kernels: list[KernelRecord] = Field(default_factory=list)  # what ran in forward (correctness trials)
+    reference_kernels: list[KernelRecord] = Field(default_factory=list)  # what the reference runs
+    activity_source: str | None = None  # "device" (CUPTI), "aten" (RecordFunction) or "python" (fallback)
     trials: list[TrialReport] = Field(default_factory=list)
     timing: TimingStats | None = None
-    host_timing: TimingStats | None = None  # host clock across a device-wide sync (CUDA)
+    judge_timing: JudgeTiming | None = None
     reference_timing: TimingStats | None = None
     compile_timing: TimingStats | None = None
     baseline_cached: bool = False
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data):
+        """Records of older versions: task facts they put among the flags become task notes."""
+        if isinstance(data, dict) and data.get("flags"):
+            flags, notes = split_legacy(data["flags"])
+            if notes:
+                data = dict(data)
+                data["flags"] = flags
+                data["flag_details"] = {k: v for k, v in (data.get("flag_details") or {}).items() if k in flags}
+                data["task_notes"] = {**notes, **(data.get("task_notes") or {})}
+        if isinstance(data, dict):
+            data.pop("host_timing", None)
+        return data
+
+    @property
+    def success(self) -> bool:
+        """The one rule (kernelsmith.evaluate.verdict.is_success)."""
+        return is_success(self.status, self.flags)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -18,6 +18,7 @@ from typing import Callable
 
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
+from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
@@ -80,7 +81,7 @@ class Engine:
         """Replay the stored programs into the archive, in the order they were stored."""
         for row in self.store.archive_rows():
             pid, iteration, island, status, flags, score, descriptors, has_code, skeleton, config = row
-            ok = status == "correct" and not flags
+            ok = is_success(status, flags)
             self._admit(pid, iteration, island, has_code, score, ok, descriptors)
             self.tuning.record(skeleton, config, score)
             if iteration > 0:

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.verdict import is_success
 
 NO_PROGRAM = "no_program"  # the reply held no usable program; nothing was evaluated
 
@@ -20,7 +21,7 @@ FAILURE_SCORES = {
     Status.runtime_error.value: 0.01,
     Status.incorrect.value: 0.02,
 }
-FLAGGED_SCORE = 0.05  # correct but flagged (a cheat, torch doing the work, a degenerate task)
+FLAGGED_SCORE = 0.05  # correct but flagged (a cheat: torch doing the work, a forged time, ...)
 
 
 def normalized_code(code: str) -> str:
@@ -38,7 +39,7 @@ def code_hash(code: str) -> str:
 
 
 def score_of(status: str, flags: list[str], speedup: float | None) -> float:
-    if status == Status.correct.value and not flags:
+    if is_success(status, flags):
         return float(speedup) if speedup is not None else 1.0
     if status == Status.correct.value:
         return FLAGGED_SCORE
@@ -82,7 +83,7 @@ class Program:
     @property
     def ok(self) -> bool:
         """Correct with no flag: the only kind of program the search counts as a success."""
-        return self.status == Status.correct.value and not self.flags
+        return is_success(self.status, self.flags)
 
     def with_verdict(self, result: EvalResult) -> "Program":
         self.status = result.status.value
@@ -90,7 +91,7 @@ class Program:
         self.speedup = result.speedup
         self.speedup_vs_compile = result.speedup_vs_compile
         self.candidate_ms = result.candidate_ms
-        self.flags = list(result.flags)
+        self.flags = [f.value for f in result.flags]
         self.error = result.error
         self.eval = result.model_dump(mode="json")
         self.score = score_of(self.status, self.flags, self.speedup)

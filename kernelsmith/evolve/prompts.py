@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.verdict import candidate_flags
 from kernelsmith.evolve.config import PromptConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 
@@ -47,8 +48,8 @@ def metrics_line(p: Program) -> str:
         if ev.get("reference_ms") is not None:
             line += f" (eager {ev['reference_ms']:.4g} ms"
             line += f", torch.compile {ev['compile_ms']:.4g} ms)" if ev.get("compile_ms") is not None else ")"
-    if p.flags:
-        line += f"; flagged {', '.join(p.flags)}, so it does not count as a success"
+    if p.status == "correct" and not p.ok:
+        line += f"; flagged {', '.join(candidate_flags(p.flags))}, so it does not count as a success"
     return line
 
 

@@ -200,9 +200,8 @@ class RunStore:
 
     def best(self) -> Program | None:
         """The fastest correct, unflagged program (earliest on ties)."""
-        rows = self._query("SELECT * FROM programs WHERE status = 'correct' AND flags = '[]' "
-                           "ORDER BY score DESC, id ASC LIMIT 1")
-        return rows[0] if rows else None
+        rows = self._query("SELECT * FROM programs WHERE status = 'correct' ORDER BY score DESC, id ASC")
+        return next((p for p in rows if p.ok), None)
 
     def close(self) -> None:
         self.db.close()

@@ -35,7 +35,7 @@ _KINDS = {
 
 def kind_of(p: Program) -> str:
     """correct | flagged (correct but flagged) | incorrect | compile | runtime | none."""
-    if p.status == Status.correct.value and p.flags:
+    if p.status == Status.correct.value and not p.ok:
         return "flagged"
     return _KINDS.get(p.status, "none")
 

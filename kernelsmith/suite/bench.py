@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, computed_field
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import CandidateError, TaskError, UserError
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.suite import metrics
@@ -123,7 +124,7 @@ class TaskRow(BaseModel):
     @property
     def success(self) -> bool:
         """Correct and without integrity flags: the only rows the metrics count as solved."""
-        return self.status == "correct" and not self.flags
+        return is_success(self.status, self.flags)
 
 
 class Summary(BaseModel):
@@ -190,7 +191,7 @@ def _excerpt(text: str | None) -> str | None:
 
 def _row_from_result(st: SuiteTask, result: EvalResult) -> TaskRow:
     return TaskRow(task=st.rel_path, level=st.level, status=result.status.value, correct=result.correct,
-                   flags=list(result.flags), speedup=result.speedup, speedup_vs_compile=result.speedup_vs_compile,
+                   flags=[f.value for f in result.flags], speedup=result.speedup, speedup_vs_compile=result.speedup_vs_compile,
                    candidate_ms=result.candidate_ms, reference_ms=result.reference_ms, compile_ms=result.compile_ms,
                    floor_ms=result.floor_ms, error=_excerpt(result.error), task_hash=result.task_hash)
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from kernelsmith.errors import TaskError
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.verdict import is_success as verdict_success
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evolve.edits import EditError, apply_reply
@@ -81,7 +82,8 @@ def reply_text(completion: Any) -> str:
 
 
 def is_success(result: EvalResult) -> bool:
-    return result.status == Status.correct and result.correct and not result.flags and result.speedup is not None
+    """The one rule (EvalResult.success), and a speedup to reward."""
+    return result.success and result.speedup is not None
 
 
 def _code_hash(code: str) -> str:
@@ -185,7 +187,7 @@ class SpeedupReward:
             return Scored(status=EVAL_ERROR, reward=0.0, error=result)
         status = result.status.value
         if not is_success(result):
-            return Scored(status=status, reward=0.0, speedup=result.speedup, flags=list(result.flags),
+            return Scored(status=status, reward=0.0, speedup=result.speedup, flags=[f.value for f in result.flags],
                           error=result.error)
         usable = base is not None and math.isfinite(base) and base > 0
         ratio = result.speedup / base if usable else result.speedup
@@ -199,6 +201,6 @@ class SpeedupReward:
         if log_extra is not None:  # a column of the completions table
             log_extra("eval_status", batch.statuses)
         if log_metric is not None:
-            wins = sum(s.status == Status.correct.value and not s.flags for s in batch.items)
+            wins = sum(verdict_success(s.status, s.flags) for s in batch.items)
             log_metric("speedup_reward/correct_fraction", wins / len(batch.items))
             log_metric("speedup_reward/no_program_fraction", batch.statuses.count(NO_PROGRAM) / len(batch.items))
