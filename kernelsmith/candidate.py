@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +12,8 @@ from kernelsmith.errors import CandidateError
 from kernelsmith.task import read_source, top_level_names
 
 TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+# `__global__ void name(` or `__global__ void __launch_bounds__(256) name<T>(`, in CUDA source strings.
+_GLOBAL_FN = re.compile(r"__global__\s+(?:[\w:<>,\s*&]+?\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*[(<]")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,12 @@ class StaticFacts:
     syntax_error: str | None = None
     has_model_new: bool = False
     kernels: tuple[Kernel, ...] = field(default_factory=tuple)
+    cuda_globals: tuple[str, ...] = ()  # `__global__` functions in the candidate's CUDA source
+
+    @property
+    def device_kernel_names(self) -> set[str]:
+        """Names the candidate's own kernels have on the device (Triton functions, CUDA globals)."""
+        return set(self.triton_kernels) | set(self.cuda_globals)
 
     @property
     def triton_kernels(self) -> list[str]:
@@ -84,7 +93,9 @@ def analyze(source: str) -> StaticFacts:
         elif isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline":
             kernels += [Kernel(n, "cuda", node.lineno) for n in _load_inline_kernels(node)]
     has_model_new = top_level_names(tree).get("ModelNew") is not None
-    return StaticFacts(has_model_new=has_model_new, kernels=tuple(kernels))
+    globals_ = tuple(dict.fromkeys(m.group(1) for m in _GLOBAL_FN.finditer(source)
+                                   if m.group(1) not in ("void", "__launch_bounds__")))
+    return StaticFacts(has_model_new=has_model_new, kernels=tuple(kernels), cuda_globals=globals_)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ mismatches sit (rows/columns), which is usually enough to spot a masking or inde
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,7 @@ class Comparison:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     message: str | None = None
+    err_l2: list[float] | None = None  # per output leaf: the L2 norm of (got - ref), finite part
 
 
 def _fmt_index(flat: int, shape: torch.Size) -> str:
@@ -93,7 +95,7 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     big = finite & (r_abs > max(atol, 1e-12))
     max_rel = float(torch.where(big, diff / r_abs.clamp_min(1e-12), zero).max())
     if nbad == 0:
-        return Comparison(True, max_abs, max_rel)
+        return Comparison(True, max_abs, max_rel, err_l2=[float(torch.linalg.vector_norm(torch.where(finite, diff, zero)))])
 
     n = ref.numel()
     excess = diff if exact else diff - tol
@@ -164,6 +166,7 @@ def compare_outputs(ref_leaves: list, got_leaves: list, atol: float | None, rtol
     if len(ref_leaves) != len(got_leaves):
         return Comparison(False, message=f"forward returned {len(got_leaves)} outputs but the reference returns {len(ref_leaves)}")
     max_abs = max_rel = 0.0
+    err_l2: list[float] = []
     for i, (r, g) in enumerate(zip(ref_leaves, got_leaves)):
         label = "output" if len(ref_leaves) == 1 else f"output {i}"
         if not isinstance(r, torch.Tensor):
@@ -185,4 +188,58 @@ def compare_outputs(ref_leaves: list, got_leaves: list, atol: float | None, rtol
                                   "must also match as a whole")
         max_abs = max(max_abs, c.max_abs_err or 0.0)
         max_rel = max(max_rel, c.max_rel_err or 0.0)
-    return Comparison(True, max_abs, max_rel)
+        err_l2 += c.err_l2 or [0.0]
+    return Comparison(True, max_abs, max_rel, err_l2=err_l2)
+
+
+# -- checksums: every call of a judge-timed batch reports one number per output tensor ---------------
+# A weighted sum with random weights in [-1, 1] needs the whole output (it cannot be had from a few
+# elements), costs one read of it, and an honest result differs from the reference's by about
+# ||got - ref|| / sqrt(3), whatever the sign of the errors.
+CHECKSUM_SIGMAS = 20.0  # how far beyond the error the trials showed an honest checksum may land
+CHECKSUM_ROUNDING = 1e-5  # float32 accumulation, relative to sum(|ref| * |w|)
+
+
+def checksum_weights(leaves: list, seed: int) -> list:
+    """Weights in [-1, 1], one flat float32 tensor per tensor leaf (None for other leaves); the same
+    seed gives the same weights in the judge and the sandbox."""
+    out = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.Tensor) and leaf.numel():
+            g = torch.Generator(device=leaf.device)
+            g.manual_seed(seed + i)
+            n = leaf.numel() * (2 if leaf.is_complex() else 1)
+            out.append(torch.rand(n, generator=g, device=leaf.device, dtype=torch.float32) * 2 - 1)
+        else:
+            out.append(None)
+    return out
+
+
+def _flat32(leaf: torch.Tensor) -> torch.Tensor:
+    x = torch.view_as_real(leaf) if leaf.is_complex() else leaf
+    return x.reshape(-1).to(torch.float32)
+
+
+def weighted_checksums(leaves: list, weights: list) -> list:
+    """One 0-d tensor per weighted leaf (left on the device: no sync)."""
+    if len(leaves) != len(weights):
+        raise ValueError(f"forward returned {len(leaves)} outputs, earlier {len(weights)}")
+    return [torch.dot(_flat32(leaf), w) for leaf, w in zip(leaves, weights) if w is not None]
+
+
+def checksum_mismatch(ref_leaves: list, weights: list, got: list, err_l2: list[float] | None) -> str | None:
+    """None when the sandbox's checksums agree with the reference's; else what differs."""
+    refs = [(i, r, w) for i, (r, w) in enumerate(zip(ref_leaves, weights)) if w is not None]
+    if len(got) != len(refs):
+        return f"{len(got)} checksums for {len(refs)} output tensors"
+    for (i, r, w), value in zip(refs, got):
+        flat = _flat32(r)
+        expect = float(torch.dot(flat, w))
+        if not math.isfinite(expect):
+            continue  # the reference itself has inf/NaN: the full check of other calls covers it
+        scale = float(torch.dot(flat.abs(), w.abs()))
+        err = (err_l2[i] if err_l2 and i < len(err_l2) else 0.0)
+        limit = CHECKSUM_SIGMAS * err / math.sqrt(3.0) + CHECKSUM_ROUNDING * scale + 1e-30
+        if not (isinstance(value, float) and abs(value - expect) <= limit):
+            return f"output {i}: checksum {value!r}, the reference's {expect:.6g} (allowed difference {limit:.3g})"
+    return None

@@ -19,16 +19,15 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import roofline, timing
+from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.baseline_cache import BaselineCache
-from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs, is_degenerate
+from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs, weighted_checksums
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
-from kernelsmith.evaluate.result import EvalResult, StageSeconds, Status, TimingStats, TrialReport
-from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
-from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
+from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.evaluate.runtime import excerpt, make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.sandbox_handle import SandboxHandle
 from kernelsmith.task import load_module
 
 
@@ -36,24 +35,10 @@ class TaskLoadError(Exception):
     """The task's own code failed in the judge: not the candidate's fault, no verdict."""
 
 
-# Host time per call above UNSYNCED_FACTOR x event time + UNSYNCED_SLACK_MS means work the events
-# on the current stream did not see. The slack covers what the host clock adds to an honest call
-# (Python launch overhead the flush hides from the events, sync latency): measured on the H200,
-# 0.09 ms for a 0.07 ms softmax, so 0.05 ms flagged an honest call. Hidden work smaller than the
-# slack is left to the roofline flag.
-UNSYNCED_FACTOR = 1.5
-UNSYNCED_SLACK_MS = 0.2
 
 
 def _seed() -> int:
     return secrets.randbits(62)
-
-
-def _failure(msg: dict) -> tuple[Status, str]:
-    """A sandbox's own error report. It may only claim a failure, never a success."""
-    kind = msg.get("kind")
-    status = Status(kind) if kind in ("compile_error", "runtime_error") else Status.runtime_error
-    return status, str(msg.get("error", ""))[:4000]
 
 
 def _decode_leaves(items: list) -> list:
@@ -134,9 +119,10 @@ class Judge:
         return out
 
     def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
-        """Eager and torch.compile timings of the reference, with the task's bytes and FLOPs."""
+        """Eager and torch.compile timings of the reference, with the task's bytes, FLOPs, the
+        kernels (or aten ops) one reference call runs, and whether its output aliases an input."""
         eff = opts.effective_timing()
-        timing_key = (f"{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
+        timing_key = (f"v2:{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
                       f"{opts.wants_compile_baseline}")
         key = BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)
         if opts.use_baseline_cache:
@@ -146,27 +132,35 @@ class Judge:
         seed = _seed()
         inputs, out = self.run_reference(task, model, seed)
         task_bytes = roofline.tensor_bytes(inputs) + roofline.tensor_bytes(out)
+        in_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        aliases = any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in in_storages
+                      for o in flatten_outputs(out))
         try:
             task_flops = roofline.count_flops(model, inputs)
         except Exception:  # an op the counter cannot trace: count bytes only
             task_flops = 0
         del out
+        with ActivityRecorder(self.device) as rec:
+            self.forward(model, inputs)
 
         def refill(rep: int) -> None:
             refill_inputs(task, inputs, seed + 1 + rep, self.device)
 
         flush = timing.L2Flusher(self.device)
-        ref, _ = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
+        with ActivityRecorder(self.device):  # candidates are timed under the recorder: the same conditions
+            ref, _ = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
         compiled, compile_error = None, None
         if opts.wants_compile_baseline:
             try:
                 cmodel = torch.compile(model)
                 self.forward(cmodel, inputs)  # compiles
-                compiled, _ = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
+                with ActivityRecorder(self.device):
+                    compiled, _ = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
             except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
                 compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         payload = {"reference": ref, "compile": compiled, "compile_error": compile_error,
-                   "task_bytes": task_bytes, "task_flops": task_flops}
+                   "task_bytes": task_bytes, "task_flops": task_flops,
+                   "activity": rec.activity.to_message(), "aliases_input": aliases}
         self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
         return payload, False
 
@@ -200,6 +194,27 @@ class Judge:
         with torch.no_grad():
             return model(*inputs)
 
+    def batch_overhead(self, task, ref_out, weights: list, calls: int) -> tuple[float, set[str]]:
+        """Per call, what the sandbox's batch loop does besides forward (refill the inputs, take
+        the checksums), timed here in the judge's own process, and the device kernels that work
+        launches (not the candidate's)."""
+        leaves = flatten_outputs(ref_out)
+        seed = _seed()
+        inputs = make_inputs(task, seed, self.device)
+        with ActivityRecorder(self.device) as rec:
+            refill_inputs(task, inputs, seed + 1, self.device)
+            weighted_checksums(leaves, weights)
+            synchronize(self.device)
+        with ActivityRecorder(self.device):  # the sandbox's batch runs under the recorder too
+            synchronize(self.device)
+            t0 = time.perf_counter()
+            for k in range(calls):
+                refill_inputs(task, inputs, seed + 2 + k, self.device)
+                weighted_checksums(leaves, weights)
+            synchronize(self.device)
+            per_call = (time.perf_counter() - t0) * 1e3 / calls
+        return per_call, frozenset(rec.activity.kernels) | frozenset(rec.activity.ops)
+
     def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions,
               check_l2: bool = False) -> Comparison:
         got = _decode_leaves(msg.get("outputs", []))
@@ -221,141 +236,9 @@ class Judge:
     # -- one evaluation --------------------------------------------------------------------
     def evaluate(self, task_source: str, task_hash: str, candidate_source: str, candidate_hash: str,
                  opts: EvalOptions) -> EvalResult:
-        t0 = time.monotonic()
-        stages = StageSeconds()
-        base = dict(device=self.device, gpu_name=self.gpu_name, gpu_uuid=self.gpu_uuid,
-                    torch_version=self.torch_version, task_hash=task_hash, candidate_hash=candidate_hash)
+        from kernelsmith.evaluate.evaluation import Evaluation
 
-        def verdict(status: Status, error: str | None = None, **extra) -> EvalResult:
-            stages.total = time.monotonic() - t0
-            details = dict(base.get("flag_details", {}))
-            fields = {**base, "flags": sorted(details), "flag_details": details, **extra}
-            return EvalResult(status=status, correct=status == Status.correct, error=error, stages=stages, **fields)
-
-        facts = analyze(candidate_source)
-        stages.static = time.monotonic() - t0
-        if facts.syntax_error:
-            return verdict(Status.compile_error, facts.syntax_error)
-        if not facts.has_model_new:
-            return verdict(Status.rejected, "the candidate defines no class ModelNew at top level")
-        base.update(triton_kernels=facts.triton_kernels, cuda_kernels=facts.cuda_kernels)
-        task = self.task_module(task_source, task_hash)
-
-        sb = self.take_sandbox()
-        trials: list[TrialReport] = []
-        flags: dict[str, str] = {}
-        base.update(flag_details=flags)  # filled in as findings come; verdict() derives `flags`
-        launches = 0
-        try:
-            # Waiting for a sandbox to start is the evaluator's time, not the candidate's: on a
-            # busy machine a start can take longer than a short candidate time limit.
-            sb.wait_ready(time.monotonic() + self.SANDBOX_START_LIMIT)
-            stages.worker_wait = time.monotonic() - t0 - stages.static
-            deadline = time.monotonic() + opts.timeout
-            seed_init = _seed()
-            sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
-                     "candidate_source": candidate_source, "seed_init": seed_init})
-            try:
-                ref_model = build_model(task.Model, task, seed_init, self.device)
-            except Exception as exc:
-                raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
-            msg = sb.wait(deadline, opts.memory_limit, "load")
-            if msg.get("op") == "error":
-                return verdict(*_failure(msg))
-            t_load = time.monotonic()
-            stages.load = t_load - t0 - stages.static - stages.worker_wait
-
-            baseline, cached = self.baselines(task, task_hash, ref_model, opts)
-            t_base = time.monotonic()
-            stages.baseline = t_base - t_load
-            deadline += stages.baseline  # the judge's own time is not the candidate's
-
-            degenerate = False
-            for i in range(opts.trials):
-                seed = _seed()
-                sb.send({"op": "trial", "seed": seed, "record_ops": i == 0})
-                inputs, ref_out = self.run_reference(task, ref_model, seed)
-                msg = sb.wait(deadline, opts.memory_limit, f"correctness trial {i + 1}")
-                if msg.get("op") == "error":
-                    return verdict(*_failure(msg), trials=trials)
-                launched = int(msg.get("launches", 0))
-                launches += launched
-                if i == 0:
-                    degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
-                    if degenerate:
-                        flags["degenerate_task"] = ("an all-zero or constant output passes this task's elementwise "
-                                                    "tolerance; outputs were also checked by relative L2 error")
-                    ops = [str(o) for o in msg.get("compute_ops", [])][:20]
-                    if ops:
-                        flags["torch_compute_op"] = "torch ran compute ops in forward: " + ", ".join(ops)
-                threads = [str(t) for t in msg.get("threads", [])][:10]
-                if threads:
-                    flags["background_thread"] = "threads still running after forward: " + ", ".join(threads)
-                cmp = self.check(msg, ref_out, inputs, opts, check_l2=degenerate)
-                sb.send({"op": "ack"})
-                trials.append(TrialReport(seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err,
-                                          max_rel_err=cmp.max_rel_err, message=cmp.message))
-                if launched == 0:
-                    flags["no_custom_kernel"] = f"no custom kernel ran during forward in trial {i + 1}"
-                    return verdict(Status.rejected, f"no custom kernel (Triton or CUDA extension) ran during forward "
-                                   f"in trial {i + 1}: the work must be done by the candidate's own kernels",
-                                   trials=trials, kernel_launches=launches)
-                if not cmp.ok:
-                    stages.correctness = time.monotonic() - t_base
-                    return verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}",
-                                   trials=trials, kernel_launches=launches)
-            t_corr = time.monotonic()
-            stages.correctness = t_corr - t_base
-
-            seed = _seed()
-            sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
-            msg = sb.wait(deadline, opts.memory_limit, "timing")
-            if msg.get("op") == "error":
-                return verdict(*_failure(msg), trials=trials)
-            cand = TimingStats(**msg["stats"])
-            host = TimingStats(**msg["host_stats"]) if msg.get("host_stats") else None
-            # Timed call k ran on inputs of seed + 1 + k; the last one's output is checked. The
-            # judge derives that seed from the number of calls instead of taking it as told.
-            last_seed = seed + cand.reps + (host.reps if host else 0)
-            _, ref_out = self.run_reference(task, ref_model, last_seed)
-            cmp = self.check(msg, ref_out, None, opts, check_l2=degenerate)
-            sb.send({"op": "ack"})
-            stages.timing = time.monotonic() - t_corr
-            if not cmp.ok:
-                return verdict(Status.incorrect, f"output of a timed call: {cmp.message}",
-                               trials=trials, kernel_launches=launches)
-            if not cand.median_ms > 0:
-                return verdict(Status.runtime_error, "the timing reported a non-positive time", trials=trials)
-        except SandboxFailure as failure:
-            return verdict(Status(failure.status), failure.message, trials=trials)
-        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
-            return verdict(Status.runtime_error, f"bad message from the candidate process: {exc}", trials=trials)
-        finally:
-            sb.close()
-            kill_strays({s.proc.pid for s in self.spares})
-            self.top_up_spares(1)
-
-        cand_ms = cand.median_ms
-        if host is not None and host.median_ms > UNSYNCED_FACTOR * cand_ms + UNSYNCED_SLACK_MS:
-            flags["unsynced_work"] = (f"a call takes {host.median_ms:.4g} ms on the host clock across a device-wide "
-                                      f"sync but {cand_ms:.4g} ms on the stream's events: work runs outside the "
-                                      "timed stream; the host time is used")
-            cand_ms = host.median_ms
-        floor = self.floor_ms(baseline)
-        if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
-            flags["faster_than_roofline"] = (f"{cand_ms:.4g} ms is below the task's roofline floor of {floor:.4g} ms "
-                                             "(bytes / measured bandwidth, FLOPs / measured peak)")
-        ref_t: TimingStats = baseline["reference"]
-        comp_t: TimingStats | None = baseline["compile"]
-        return verdict(
-            Status.correct,
-            speedup=ref_t.median_ms / cand_ms,
-            speedup_vs_compile=(comp_t.median_ms / cand_ms) if comp_t else None,
-            candidate_ms=cand_ms, reference_ms=ref_t.median_ms,
-            compile_ms=comp_t.median_ms if comp_t else None, floor_ms=floor,
-            timing=cand, host_timing=host, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
-            compile_baseline_error=baseline.get("compile_error"), trials=trials, kernel_launches=launches,
-        )
+        return Evaluation(self, task_hash, candidate_hash, opts).run(task_source, candidate_source)
 
     def close(self) -> None:
         for sb in self.spares:

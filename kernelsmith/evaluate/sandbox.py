@@ -21,11 +21,12 @@ import torch
 import triton  # noqa: F401  (warm import; the interpreter flag is read from the environment)
 
 from kernelsmith.evaluate import timing
-from kernelsmith.evaluate.checks import flatten_outputs
+from kernelsmith.evaluate.activity import ActivityRecorder
+from kernelsmith.evaluate.checks import checksum_weights, flatten_outputs, weighted_checksums
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
 from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
-from kernelsmith.evaluate.watch import LaunchCounter, TorchOpRecorder, new_threads
+from kernelsmith.evaluate.watch import LaunchCounter, new_threads
 from kernelsmith.task import load_module
 
 # Bound before any candidate code is imported: patching these names later changes nothing here.
@@ -68,12 +69,24 @@ class Sandbox:
         replace = {str(self.workdir) + os.sep: ""} if self.workdir else {}
         self.chan.send({"op": "error", "stage": stage, "kind": kind or classify(exc), "error": excerpt(exc, replace=replace)})
 
-    def run(self) -> None:
+    def warm_up(self) -> dict:
+        """Before any candidate code: start CUDA and the profiler (its first use costs seconds),
+        check that device activity is visible here, and measure the timing's sync latency."""
         if self.device == "cuda":
             torch.cuda.init()  # while warming up, not on the evaluation's clock
-        with TorchOpRecorder(self.launches):  # its first use imports ~2.5 s of torch's dispatch machinery
-            torch.ones(2).sum()
-        self.chan.send({"op": "ready", "pid": os.getpid()})
+        with ActivityRecorder(self.device) as rec:
+            torch.ones(2, device=self.device).add_(1)
+            synchronize(self.device)
+            if self.device == "cuda":  # under the recorder, as timed calls are
+                gap = timing.sync_gap_ms()
+        info: dict = {"device_activity": bool(rec.activity.kernels)}
+        if self.device == "cuda":
+            info["sync_gap_ms"] = gap
+        return info
+
+    def run(self) -> None:
+        info = self.warm_up()
+        self.chan.send({"op": "ready", "pid": os.getpid(), **info})
         job = self.chan.recv()
         self.workdir = Path(job["workdir"])
         os.chdir(self.workdir)
@@ -96,10 +109,13 @@ class Sandbox:
         while True:
             msg = self.chan.recv()
             if msg["op"] == "trial":
-                if not self.trial(msg["seed"], bool(msg.get("record_ops"))):
+                if not self.trial(msg["seed"]):
                     return
             elif msg["op"] == "time":
                 if not self.time(msg["seed"], EvalOptions(**msg["options"])):
+                    return
+            elif msg["op"] == "batch":
+                if not self.batch(int(msg["calls"])):
                     return
             else:
                 return
@@ -125,18 +141,17 @@ class Sandbox:
         leaves = flatten_outputs(out)
         return [_clone(x) if type(x) is torch.Tensor else x for x in leaves]
 
-    def trial(self, seed: int, record_ops: bool) -> bool:
+    def trial(self, seed: int) -> bool:
+        """One correctness call, recorded below Python (every trial: a candidate that behaves only
+        while watched is watched on every call whose output or time counts)."""
         try:
             inputs = make_inputs(self.task, seed, self.device)
+            synchronize(self.device)
             threads_before = set(_enumerate_threads())
             before = self.launches.count
-            recorder = TorchOpRecorder(self.launches) if record_ops else None
-            if recorder is not None:
-                with recorder:
-                    out = self.forward(inputs)
-            else:
+            with ActivityRecorder(self.device) as rec:
                 out = self.forward(inputs)
-            synchronize(self.device)
+                synchronize(self.device)
             leaves = self.snapshot(out)
             launched = self.launches.count - before
             threads = new_threads(threads_before)
@@ -144,7 +159,7 @@ class Sandbox:
             self.fail("trial", exc)
             return False
         return self.send_outputs("outputs", leaves, inputs, launches=launched, threads=threads,
-                                 compute_ops=sorted(recorder.compute_ops) if recorder else [])
+                                 activity=rec.activity.to_message())
 
     def time(self, seed: int, opts: EvalOptions) -> bool:
         """Timed calls, each on inputs refilled in place from a fresh seed (seed + 1 + rep), so
@@ -159,14 +174,52 @@ class Sandbox:
             def call():
                 last["out"] = self.forward(inputs)
 
-            stats, host = timing.benchmark(call, opts, prepare=refill)
-            synchronize(self.device)
+            with ActivityRecorder(self.device) as rec:
+                stats, gap = timing.benchmark(call, opts, prepare=refill)
+                synchronize(self.device)
             leaves = self.snapshot(last["out"])
         except BaseException as exc:
             self.fail("timing", exc)
             return False
         return self.send_outputs("timed", leaves, [], stats=stats.model_dump(),
-                                 host_stats=host.model_dump() if host else None)
+                                 gap=gap.model_dump() if gap else None, activity=rec.activity.to_message())
+
+    def batch(self, calls: int) -> bool:
+        """Calls timed by the judge's clock. Armed first (inputs made, activity recorder started:
+        outside the clock), then on "go" each call runs on inputs refilled from seed + 1 + k and
+        takes a weighted checksum of its whole output, so no call can skip its work. The reply that
+        stops the judge's clock carries the checksums, so they exist before it is sent; the
+        activity record follows it."""
+        try:
+            inputs = make_inputs(self.task, 0, self.device)
+            synchronize(self.device)
+            rec = ActivityRecorder(self.device).__enter__()
+        except BaseException as exc:
+            self.fail("timing", exc)
+            return False
+        self.chan.send({"op": "armed"})
+        go = self.chan.recv()
+        try:
+            seed, weight_seed = int(go["seed"]), int(go["weight_seed"])
+            weights = None
+            sums = []
+            before = self.launches.count
+            for k in range(calls):
+                refill_inputs(self.task, inputs, seed + 1 + k, self.device, copy=_copy)
+                leaves = flatten_outputs(self.forward(inputs))
+                if weights is None:
+                    weights = checksum_weights(leaves, weight_seed)
+                sums.append(weighted_checksums(leaves, weights))
+            synchronize(self.device)
+            values = [[float(x) for x in call] for call in sums]
+            launched = self.launches.count - before
+        except BaseException as exc:
+            self.fail("timing", exc)
+            return False
+        self.chan.send({"op": "batch_done", "checksums": values, "launches": launched})
+        rec.__exit__(None, None, None)
+        self.chan.send({"op": "batch_activity", "activity": rec.activity.to_message()})
+        return True
 
 
 def main() -> None:

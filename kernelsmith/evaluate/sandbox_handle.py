@@ -49,6 +49,7 @@ class SandboxHandle:
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
         self.ready = False
+        self.info: dict = {}  # what the sandbox measured before any candidate code ran (ready message)
         self.timed_out = False
         self._message = None
         # On CUDA tensors travel as IPC handles, so honest messages are small; on the CPU they
@@ -118,6 +119,7 @@ class SandboxHandle:
         msg = self.wait(deadline, 2**62, "start-up")
         if msg.get("op") != "ready":
             raise SandboxFailure("runtime_error", f"sandbox start-up: unexpected message {msg.get('op')!r}")
+        self.info = msg
         self.ready = True
 
     def send(self, msg: dict) -> None:

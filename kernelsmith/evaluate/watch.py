@@ -1,27 +1,14 @@
-"""What the sandbox watches while candidate code runs: kernel launches, torch ops, threads.
+"""What the sandbox watches in Python while candidate code runs: kernel launches and threads.
 
-These are runtime checks, not regexes: a kernel that is defined but never launched, a launch
-that fails into a `try/except` fallback, or torch doing the real work beside a token kernel all
-show up here. Installed before the candidate is imported.
+Launches are counted where they are made (Triton's launcher, calls into `load_inline`
+extensions): the CPU rule counts own kernels with it, and on CUDA it is the fallback when device
+activity cannot be recorded. What ran on the device is recorded by kernelsmith.evaluate.activity.
+Installed before the candidate is imported.
 """
 
 from __future__ import annotations
 
 import threading
-
-from torch.utils._python_dispatch import TorchDispatchMode
-
-# aten ops that allocate, view, copy or describe tensors: the glue every launcher needs.
-# Anything else that runs in forward outside a custom kernel is torch doing compute.
-GLUE_OPS = frozenset("""
-    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
-    new_ones full full_like new_full fill_ zero_ fill resize_ set_ view view_as reshape _reshape_alias
-    _unsafe_view expand expand_as permute transpose transpose_ t t_ as_strided slice select unsqueeze
-    squeeze unsqueeze_ squeeze_ flatten unflatten split split_with_sizes chunk narrow unbind detach
-    alias lift_fresh lift_fresh_copy clone copy_ _to_copy contiguous to _local_scalar_dense
-    is_contiguous sym_size sym_stride sym_numel sym_storage_offset stride size numel dim
-    _has_compatible_shallow_copy_type view_as_real view_as_complex _conj _neg_view resolve_conj resolve_neg
-""".split())
 
 
 def _empty_grid(grid) -> bool:
@@ -89,22 +76,6 @@ class LaunchCounter:
                 return CountingModule(module) if kwargs.get("is_python_module", True) is not False else module
 
             setattr(cpp, name, build)
-
-
-class TorchOpRecorder(TorchDispatchMode):
-    """Records compute ops torch runs in forward outside custom-kernel launches."""
-
-    def __init__(self, launches: LaunchCounter):
-        super().__init__()
-        self.launches = launches
-        self.compute_ops: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.launches.depth == 0:
-            name = func.overloadpacket.__name__
-            if name not in GLUE_OPS:
-                self.compute_ops.add(name)
-        return func(*args, **(kwargs or {}))
 
 
 def new_threads(before: set[threading.Thread]) -> list[str]:

@@ -74,6 +74,10 @@ class Expect:
     error_has    each substring in the error text
     min_ms       status `correct` and candidate_ms >= min_ms (the cheat bought no time)
     honest_time  not `correct`, or candidate_ms > HONEST_MIN_MS (a faked time is not accepted)
+    notes        each of these task notes present
+    success      the one rule (EvalResult.success) gives exactly this
+    no_library   caught, or none of these library ops ran in any recorded call (the cheat's
+                 torch path never ran where it counts)
     """
 
     status: Status | None = None
@@ -83,6 +87,9 @@ class Expect:
     error_has: tuple[str, ...] = ()
     min_ms: float | None = None
     honest_time: bool = False
+    notes: tuple[str, ...] = ()
+    success: bool | None = None
+    no_library: tuple[str, ...] = ()
     task: Path = SOFTMAX
     options: EvalOptions = field(default_factory=lambda: OPTS)
 
@@ -107,6 +114,14 @@ def check(r: EvalResult, e: Expect) -> list[str]:
         bad.append(f"expected correct with candidate_ms >= {e.min_ms}")
     if e.honest_time and r.status == Status.correct and not (r.candidate_ms or 0.0) > HONEST_MIN_MS:
         bad.append(f"correct with candidate_ms={r.candidate_ms} <= {HONEST_MIN_MS}: a faked time was accepted")
+    for note in e.notes:
+        if note not in r.task_notes:
+            bad.append(f"task note {note!r} missing")
+    if e.success is not None and r.success != e.success:
+        bad.append(f"success is {r.success}, expected {e.success}")
+    ran = {k.name for k in r.kernels if not k.own}
+    if e.no_library and r.success and ran & set(e.no_library):
+        bad.append(f"a success although library ops {sorted(ran & set(e.no_library))} ran")
     return bad
 
 
@@ -158,13 +173,15 @@ CASES: dict[str, Expect] = {
     "torch_only_forward": NO_KERNEL,
     "try_except_fallback": NO_KERNEL,
     "kernel_defined_never_launched": NO_KERNEL,
-    "trivial_kernel_beside_torch": Expect(flags=("torch_compute_op",)),
-    "hide_torch_ops": Expect(flags=("torch_compute_op",)),
-    "dispatch_mode_aware": Expect(flags=("torch_compute_op",)),
+    "trivial_kernel_beside_torch": Expect(flags=("torch_compute_op",), success=False),
+    "hide_torch_ops": Expect(flags=("torch_compute_op",), success=False),
+    # watched on every call (trials, timing, judge-timed calls), so it never takes its torch path
+    "dispatch_mode_aware": Expect(no_library=("softmax", "_softmax")),
     "zero_grid_launch": Expect(caught_by=("no_custom_kernel", "torch_compute_op")),
-    # -- a degenerate task: zeros pass the elementwise tolerance ---------------------------------
-    "tiny_scale_zeros": Expect(status=Status.incorrect, flags=("degenerate_task",), task=TINY_SCALE),
-    "tiny_scale_honest": Expect(status=Status.correct, flags=("degenerate_task",), task=TINY_SCALE),
+    # -- a degenerate task: zeros pass the elementwise tolerance (a task note, never a flag) -------
+    "tiny_scale_zeros": Expect(status=Status.incorrect, notes=("degenerate_tolerance",), task=TINY_SCALE),
+    "tiny_scale_honest": Expect(status=Status.correct, notes=("degenerate_tolerance",), success=True,
+                                task=TINY_SCALE),
     # -- faults ----------------------------------------------------------------------------------
     "infinite_loop": Expect(status=Status.timeout, options=FAULT_OPTS),
     "segfault": Expect(status=Status.runtime_error, options=FAULT_OPTS),
@@ -181,6 +198,29 @@ def test_every_candidate_file_is_used():
     assert files == set(CASES) | cuda_only | elsewhere
 
 
+CONV_TASK = REPO / "tests/cases/conv_relu_bias_task.py"
+
+
+@pytest.mark.parametrize("policy", ["partial", "none"])
+def test_partial_replacement_follows_the_operator_rule(cpu_pool, policy):
+    """KernelBench's rule (partial): the library conv kept, ReLU + bias fused in a Triton kernel is a
+    success; the strict rule (none) flags the conv. A token kernel beside a torch-computed
+    reference is flagged under both."""
+    opts = OPTS.model_copy(update={"torch_ops": policy})
+    task = Task.from_file(CONV_TASK)
+    honest = cpu_pool.submit(task, (REPO / "tests/cases/conv_relu_bias_partial.py").read_text(), opts).result(
+        timeout=RESULT_WAIT)
+    token = cpu_pool.submit(task, (REPO / "tests/cases/conv_relu_bias_token.py").read_text(), opts).result(
+        timeout=RESULT_WAIT)
+    assert honest.status == Status.correct and token.status == Status.correct, (describe(honest), describe(token))
+    assert honest.success == (policy == "partial"), describe(honest)
+    assert honest.torch_ops == policy
+    assert "torch_compute_op" in token.flags and not token.success, describe(token)
+    if policy == "none":
+        assert "convolution" in honest.flag_details["torch_compute_op"], describe(honest)
+    assert {k.name for k in honest.kernels} >= {"convolution"}, honest.kernels  # the library op it kept
+
+
 def test_control_honest_softmax_is_clean(cpu_pool):
     """The honest example passes with no flag and a real time: the expectations below are not met
     by an evaluator that rejects everything, and HONEST_MIN_MS is far below an honest time."""
@@ -190,30 +230,14 @@ def test_control_honest_softmax_is_clean(cpu_pool):
     assert r.candidate_ms is not None and r.candidate_ms > 10 * HONEST_MIN_MS, describe(r)
 
 
-# Cheats that still get through, each a documented known limit (docs/integrity.md). They are
-# strict xfails: the day a defence catches one, its test fails until the mark is removed.
-_IN_PROCESS = ("known limit: timing is measured inside the sandbox, and code that rewrites the "
-               "harness's own objects there can forge it (on CUDA the roofline flag bounds the lie)")
-KNOWN_LIMITS: dict[str, str] = {
-    "patch_bound_timer": _IN_PROCESS,
-    "patch_channel_send": _IN_PROCESS,
-    "skip_work_until_last_rep": _IN_PROCESS + "; it finds the last timed call in the harness's frames",
-    "hide_torch_ops": "known limit: the op recorder is a dispatch mode, which candidate code can switch off",
-    "dispatch_mode_aware": "known limit: ops are recorded in the first trial only",
-}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_LIMITS[n])) if n in KNOWN_LIMITS else n
-    for n in CASES
-])
+@pytest.mark.parametrize("name", list(CASES))
 def test_redteam_case(cpu_pool, name):
     expect = CASES[name]
     r = evaluate(cpu_pool, name, expect.task, expect.options)
     bad = check(r, expect)
     assert not bad, f"{name}: " + "; ".join(bad) + f"\n  verdict: {describe(r)}"
     if r.status != Status.correct:
-        assert r.speedup is None and r.correct is False, describe(r)
+        assert r.speedup is None and r.correct is False and not r.success, describe(r)
 
 
 # -- needs a bounded wait: garbage on the judge's channel must not hang the judge -----------------

@@ -56,6 +56,7 @@ def test_control_honest_softmax_is_clean(gpu_pool):
         r = gpu_pool.submit(Task.from_file(task), SOFTMAX_HONEST.read_text(), OPTS).result(timeout=RESULT_WAIT)
         assert r.status == Status.correct, describe(r)
         assert r.flags == [], describe(r)
+        assert r.success, describe(r)
         assert r.speedup is not None and r.speedup < MAX_HONEST_SPEEDUP, describe(r)
 
 
@@ -72,16 +73,21 @@ def test_incorrect(gpu_pool, name):
     assert r.status == Status.incorrect, describe(r)
 
 
-def test_side_stream_kernel_is_caught(gpu_pool):
-    """Work on a private stream that the timing events on the default stream do not wait for."""
-    r = evaluate(gpu_pool, "side_stream_kernel", SOFTMAX_LARGE)
-    caught = r.status != Status.correct or {"unsynced_work", "faster_than_roofline"} & set(r.flags)
-    assert caught, describe(r)
+@pytest.mark.parametrize("task", [SOFTMAX, SOFTMAX_LARGE], ids=["small", "large"])
+def test_side_stream_kernel_is_caught(gpu_pool, task):
+    """Work on a private stream that the caller's stream never waits for: timed all the same (a
+    device-wide synchronize ends every timed call) at a ~5 us kernel and a large one."""
+    r = evaluate(gpu_pool, "side_stream_kernel", task)
+    # Its work is timed: no gain over the honest kernel. The `unsynced_work` flag is raised only when
+    # the side work outlasts the stream by more than the sync gap's noise (measured on the H200: a
+    # 4096 x 8192 softmax was flagged in one run and not in the next), so it is not required here.
+    honest = gpu_pool.submit(Task.from_file(task), SOFTMAX_HONEST.read_text(), OPTS).result(timeout=RESULT_WAIT)
+    assert r.candidate_ms is None or r.candidate_ms >= 0.8 * honest.candidate_ms, (describe(r), describe(honest))
 
 
 def test_patched_cuda_event_has_no_effect(gpu_pool):
     r = evaluate(gpu_pool, "patch_cuda_event", SOFTMAX_LARGE)
-    assert r.status == Status.correct, describe(r)
+    assert r.success, describe(r)
     assert r.speedup is not None and r.speedup < 50, describe(r)
 
 
@@ -89,19 +95,41 @@ def test_patched_cuda_event_has_no_effect(gpu_pool):
                                   "forge_channel_message", "skip_work_until_last_rep",
                                   "rewind_last_seed"])
 def test_faked_time_is_not_accepted(gpu_pool, name):
-    """Timing forged or skipped inside the sandbox: not correct, or flagged, or a realistic speedup."""
+    """Timing forged or skipped inside the sandbox: never a success. The judge's clock overrules
+    the sandbox's time above ~0.5 ms a call; below, the roofline flag catches the lie."""
     r = evaluate(gpu_pool, name, SOFTMAX_LARGE)
-    ok = (r.status != Status.correct or "faster_than_roofline" in r.flags or "unsynced_work" in r.flags
-          or (r.speedup is not None and r.speedup < MAX_HONEST_SPEEDUP))
-    assert ok, describe(r)
+    assert not r.success, describe(r)
+    assert r.status != Status.correct or {"timing_mismatch", "faster_than_roofline"} & set(r.flags), describe(r)
 
 
-@pytest.mark.parametrize("name", ["trivial_kernel_beside_torch", "hide_torch_ops", "dispatch_mode_aware"])
+@pytest.mark.parametrize("name", ["trivial_kernel_beside_torch", "hide_torch_ops"])
 def test_torch_work_beside_a_token_kernel_is_flagged(gpu_pool, name):
+    """Decided from the kernels that ran on the device (CUPTI), which no Python mode hides."""
     r = evaluate(gpu_pool, name)
-    assert "torch_compute_op" in r.flags, describe(r)
+    assert "torch_compute_op" in r.flags and not r.success, describe(r)
+    assert r.activity_source == "device", describe(r)
 
 
-def test_torch_only_forward_is_rejected(gpu_pool):
+def test_behaving_only_while_watched_never_runs_the_torch_path(gpu_pool):
+    """Every call whose output or time counts is recorded, so its torch path never runs: a success
+    is allowed only with no library softmax kernel among what ran."""
+    r = evaluate(gpu_pool, "dispatch_mode_aware")
+    library = [k.name for k in r.kernels if not k.own]
+    assert "torch_compute_op" in r.flags or not any("softmax" in k for k in library), describe(r)
+
+
+def test_partial_replacement_is_a_success(gpu_pool):
+    """KernelBench's rule: the library conv kept, ReLU + bias fused into one Triton kernel."""
+    task = REPO / "tests/cases/conv_relu_bias_task.py"
+    honest = gpu_pool.submit(Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_partial.py").read_text(),
+                             OPTS).result(timeout=RESULT_WAIT)
+    token = gpu_pool.submit(Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_token.py").read_text(),
+                            OPTS).result(timeout=RESULT_WAIT)
+    assert honest.success, describe(honest)
+    assert any(k.own for k in honest.kernels) and any(not k.own for k in honest.kernels), honest.kernels
+    assert "torch_compute_op" in token.flags and not token.success, describe(token)
+
+
+def test_torch_only_forward_is_rejected(gpu_pool):  # noqa: D103
     r = evaluate(gpu_pool, "torch_only_forward")
     assert r.status == Status.rejected and "no_custom_kernel" in r.flags, describe(r)

@@ -1,0 +1,211 @@
+"""What ran during forward, recorded below Python, and what that says about the operator rule.
+
+Recording (in the sandbox and, for the reference, in the judge): torch.profiler's Kineto backend
+records every GPU kernel the process ran (CUPTI activity, on the device) and every aten op that
+went through the dispatcher (RecordFunction, in C++). Neither can be hidden by switching off
+Python dispatch or torch-function modes, which is how the earlier Python-level recorder was
+beaten. A candidate could stop the profiler outright; each window carries a marker op with a
+fresh name, and a window whose marker is missing was tampered with.
+
+Deciding (in the judge, on plain counts): kernels are the candidate's own when their name is one
+the candidate defines (a Triton `@triton.jit` function, a CUDA `__global__` function) and the
+reference does not launch; all others are library kernels. KernelBench's rule ("partial") lets
+library kernels do part of the work and fails a candidate whose own kernels do none of it: none
+of its own kernels ran, or its library kernels cover every kernel the reference launches (torch
+computed the whole reference; whatever else ran beside it is a token). The strict rule ("none")
+fails any library compute in forward. On the CPU the same rule runs on aten ops.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+# Bound before candidate code is imported into the sandbox.
+_profiler_enabled = torch._C._autograd._profiler_enabled
+_record_function = torch.profiler.record_function
+
+# Device work that allocates, fills or copies: the glue every launcher needs, never "compute".
+_GLUE_KERNEL = re.compile(r"FillFunctor|fill_kernel|direct_copy|CatArrayBatchedCopy|^Memcpy|^Memset|memcpy|memset",
+                          re.IGNORECASE)
+
+# aten ops that allocate, view, copy or describe tensors (the same list the CPU rule has always used).
+GLUE_OPS = frozenset("""
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
+    new_ones full full_like new_full fill_ zero_ fill resize_ set_ view view_as reshape _reshape_alias
+    _unsafe_view expand expand_as permute transpose transpose_ t t_ as_strided slice select unsqueeze
+    squeeze unsqueeze_ squeeze_ flatten unflatten split split_with_sizes chunk narrow unbind detach
+    alias lift_fresh lift_fresh_copy clone copy_ _to_copy contiguous to _local_scalar_dense
+    is_contiguous sym_size sym_stride sym_numel sym_storage_offset stride size numel dim
+    _has_compatible_shallow_copy_type view_as_real view_as_complex _conj _neg_view resolve_conj resolve_neg
+    item is_nonzero result_type record_stream
+""".split())
+
+
+@dataclass
+class Activity:
+    """Counts from one or more recorded windows: device kernels (name -> count, ns) and aten ops."""
+
+    kernels: Counter = field(default_factory=Counter)
+    kernel_ns: Counter = field(default_factory=Counter)
+    ops: Counter = field(default_factory=Counter)
+    tampered: bool = False
+    windows: int = 0
+
+    def to_message(self) -> dict:
+        return {"kernels": {k: [int(n), int(self.kernel_ns[k])] for k, n in self.kernels.items()},
+                "ops": dict(self.ops), "tampered": self.tampered, "windows": self.windows}
+
+    @classmethod
+    def from_message(cls, msg) -> "Activity":
+        """Judge side: plain values only; anything malformed raises ValueError/TypeError."""
+        if not isinstance(msg, dict):
+            raise TypeError("activity is not a mapping")
+        act = cls(tampered=bool(msg.get("tampered")), windows=int(msg.get("windows", 0)))
+        for name, pair in dict(msg.get("kernels", {})).items():
+            count, ns = pair
+            act.kernels[str(name)] = int(count)
+            act.kernel_ns[str(name)] = int(ns)
+        for name, count in dict(msg.get("ops", {})).items():
+            act.ops[str(name)] = int(count)
+        return act
+
+    def add(self, other: "Activity") -> None:
+        self.kernels.update(other.kernels)
+        self.kernel_ns.update(other.kernel_ns)
+        self.ops.update(other.ops)
+        self.tampered |= other.tampered
+        self.windows += other.windows
+
+
+class ActivityRecorder:
+    """One recorded window. `with ActivityRecorder(device) as rec: ...` then `rec.activity`."""
+
+    def __init__(self, device: str):
+        from torch.profiler import ProfilerActivity
+
+        self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        self.marker = "ks_window_" + secrets.token_hex(8)
+        self.activity = Activity()
+        self.prof = None
+
+    def __enter__(self) -> "ActivityRecorder":
+        from torch.profiler import profile
+
+        self.prof = profile(activities=self.activities)
+        self.prof.__enter__()
+        with _record_function(self.marker):
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        act = self.activity
+        act.windows = 1
+        if not _profiler_enabled():
+            act.tampered = True  # stopped by someone else: nothing of this window can be trusted
+            return
+        try:
+            self.prof.__exit__(None, None, None)
+            events = self.prof.profiler.kineto_results.events()
+        except Exception:  # stopped and restarted by someone else, or a broken session
+            act.tampered = True
+            return
+        seen_marker = False
+        for e in events:
+            name = e.name()
+            if str(e.device_type()).endswith("CUDA"):
+                act.kernels[name] += 1
+                act.kernel_ns[name] += int(e.duration_ns())
+            elif name == self.marker:
+                seen_marker = True
+            elif name.startswith("aten::"):
+                act.ops[name[6:]] += 1
+        act.tampered = not seen_marker
+
+
+def base_name(kernel: str) -> str:
+    """'void ns::my_kernel<float, 4>(float*, int)' -> 'my_kernel'; a Triton name is returned as is."""
+    kernel = kernel.replace("(anonymous namespace)::", "")
+    depth, cut = 0, len(kernel)
+    for i, ch in enumerate(kernel):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0:
+            cut = i
+            break
+    head = kernel[:cut].strip()
+    while head.endswith(">"):  # drop trailing template arguments
+        depth, i = 0, len(head) - 1
+        while i >= 0:
+            depth += {">": 1, "<": -1}.get(head[i], 0)
+            if depth == 0:
+                break
+            i -= 1
+        head = head[:max(i, 0)].rstrip()
+    head = head.split()[-1] if head.split() else head
+    return head.split("::")[-1]
+
+
+def is_glue_kernel(name: str) -> bool:
+    return bool(_GLUE_KERNEL.search(name))
+
+
+@dataclass
+class OperatorVerdict:
+    """What the rule concluded from one candidate's activity against the reference's."""
+
+    own_launches: int
+    own: Counter
+    library: Counter  # compute kernels (or aten ops) outside the candidate's own kernels
+    flag: str | None = None  # "no_custom_kernel" or "torch_compute_op"
+    detail: str | None = None
+
+
+def _fmt(counts: Counter, limit: int = 6) -> str:
+    items = [f"{base_name(k)}{f' x{n}' if n > 1 else ''}" for k, n in counts.most_common(limit)]
+    more = len(counts) - limit
+    return ", ".join(items) + (f" and {more} more" if more > 0 else "")
+
+
+def judge_operators(cand: Activity, reference: Activity, own_names: set[str], policy: str,
+                    python_launches: int | None = None) -> OperatorVerdict:
+    """Apply the operator rule. On CUDA (device kernels recorded) the rule runs on kernels;
+    otherwise on aten ops, with the candidate's own launches counted by `python_launches`."""
+    device = bool(cand.kernels) or bool(reference.kernels)
+    if device:
+        ref_names = set(reference.kernels)
+        own = Counter({k: n for k, n in cand.kernels.items() if k not in ref_names and is_own_kernel(k, own_names)})
+        library = Counter({k: n for k, n in cand.kernels.items() if k not in own and not is_glue_kernel(k)})
+        ref_compute = Counter({k: n for k, n in reference.kernels.items() if not is_glue_kernel(k)})
+        own_launches = sum(own.values())
+        what = "kernels"
+    else:
+        own = Counter()
+        library = Counter({k: n for k, n in cand.ops.items() if k not in GLUE_OPS})
+        ref_compute = Counter({k: n for k, n in reference.ops.items() if k not in GLUE_OPS})
+        own_launches = int(python_launches or 0)
+        what = "aten ops"
+    v = OperatorVerdict(own_launches=own_launches, own=own, library=library)
+    if own_launches == 0:
+        v.flag = "no_custom_kernel"
+        v.detail = (f"none of the candidate's own kernels ran on the device during forward"
+                    + (f" (library kernels that ran: {_fmt(library)})" if library else ""))
+    elif policy == "none" and library:
+        v.flag = "torch_compute_op"
+        v.detail = f"library {what} ran in forward under --torch-ops none: {_fmt(library)}"
+    elif policy == "partial" and ref_compute and all(library[k] >= n for k, n in ref_compute.items()):
+        v.flag = "torch_compute_op"
+        v.detail = (f"library {what} ran every compute step of the reference ({_fmt(ref_compute)}), so the "
+                    f"candidate's own kernels did none of its work")
+    return v
+
+
+def is_own_kernel(kernel: str, own_names: set[str]) -> bool:
+    base = base_name(kernel)
+    return base in own_names or any(re.fullmatch(re.escape(n) + r"_[0-9a-z]+", base) for n in own_names)

@@ -1,0 +1,337 @@
+"""One evaluation, step by step, in the judge: load, correctness trials (each recorded below
+Python), the sandbox's timing run, the judge-clocked batch, then the verdict with its flags and
+task notes. The judge (kernelsmith.evaluate.judge) owns the warm state this uses: sandboxes, the
+task modules, the baseline cache.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from kernelsmith.candidate import analyze
+from kernelsmith.evaluate import judge_clock, roofline
+from kernelsmith.evaluate.activity import GLUE_OPS, Activity, is_own_kernel, judge_operators
+from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.process import kill_strays
+from kernelsmith.evaluate.protocol import ProtocolError
+from kernelsmith.evaluate.result import (EvalResult, JudgeTiming, KernelRecord, StageSeconds, Status, TimingStats,
+                                         TrialReport)
+from kernelsmith.evaluate.runtime import build_model, synchronize
+from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
+from kernelsmith.evaluate.verdict import Flag, TaskNote
+
+
+def _seed() -> int:
+    return secrets.randbits(62)
+
+
+if TYPE_CHECKING:
+    from kernelsmith.evaluate.judge import Judge
+
+# A timed call whose device-wide end comes later than its stream's end by more than the sync
+# latency (calibrated in each sandbox before candidate code runs) plus this much left work running
+# on another stream when forward returned. The time includes that work either way.
+# Measured on the H200: honest calls 0 to 0.019 ms over the calibration, a side-stream softmax of
+# 4096 x 8192 0.036 ms over it; a ~5 us side-stream kernel is within the noise (timed, not flagged).
+UNSYNCED_SLACK_MS = 0.025
+UNSYNCED_SHARE = 0.02
+# A reference faster than this (CUDA) is mostly launch and sync overhead: speedups say little.
+TOO_SMALL_MS = 0.02
+
+
+class _Verdict(Exception):
+    """Ends an evaluation early with this verdict."""
+
+    def __init__(self, status: Status, error: str | None = None):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class Evaluation:
+    """One candidate, step by step: load, correctness trials (each recorded below Python), timing
+    in the sandbox, the judge-clocked batch, then the verdict with its flags and task notes."""
+
+    def __init__(self, judge: Judge, task_hash: str, candidate_hash: str, opts: EvalOptions):
+        self.j = judge
+        self.opts = opts
+        self.t0 = time.monotonic()
+        self.stages = StageSeconds()
+        self.base = dict(device=judge.device, gpu_name=judge.gpu_name, gpu_uuid=judge.gpu_uuid,
+                         torch_version=judge.torch_version, task_hash=task_hash, candidate_hash=candidate_hash,
+                         torch_ops=opts.torch_ops)
+        self.task_hash = task_hash
+        self.flags: dict[Flag, str] = {}
+        self.notes: dict[TaskNote, str] = {}
+        self.trials: list[TrialReport] = []
+        self.launches = 0
+        self.activity = Activity()
+        self.degenerate = False
+        self.err_l2: list[float] = []
+        self.own_names: set[str] = set()
+        self.ref_activity = Activity()
+        self.device_activity = False
+
+    def verdict(self, status: Status, error: str | None = None, **extra) -> EvalResult:
+        self.stages.total = time.monotonic() - self.t0
+        flags = dict(self.flags)
+        ref_names = set(self.ref_activity.kernels)
+        kernels = [KernelRecord(name=k, count=n, device_ms=self.activity.kernel_ns[k] / 1e6,
+                                own=k not in ref_names and is_own_kernel(k, self.own_names))
+                   for k, n in self.activity.kernels.most_common(40)]
+        if not self.activity.kernels:  # CPU: the library compute ops (own kernels are not aten ops)
+            kernels = [KernelRecord(name=k, count=n, own=False) for k, n in self.activity.ops.most_common()
+                       if k not in GLUE_OPS][:40]
+        return EvalResult(status=status, correct=status == Status.correct, error=error, stages=self.stages,
+                          flags=sorted(flags), flag_details=flags, task_notes=dict(self.notes),
+                          trials=self.trials, kernel_launches=self.launches, kernels=kernels,
+                          **{**self.base, **extra})
+
+    def run(self, task_source: str, candidate_source: str) -> EvalResult:
+        j, opts = self.j, self.opts
+        facts = analyze(candidate_source)
+        self.stages.static = time.monotonic() - self.t0
+        if facts.syntax_error:
+            return self.verdict(Status.compile_error, facts.syntax_error)
+        if not facts.has_model_new:
+            return self.verdict(Status.rejected, "the candidate defines no class ModelNew at top level")
+        self.base.update(triton_kernels=facts.triton_kernels, cuda_kernels=facts.cuda_kernels)
+        self.own_names = facts.device_kernel_names
+        self.task = j.task_module(task_source, self.task_hash)
+        sb = j.take_sandbox()
+        try:
+            return self._run(sb, task_source, candidate_source)
+        except _Verdict as v:
+            return self.verdict(v.status, v.error)
+        except SandboxFailure as failure:
+            return self.verdict(Status(failure.status), failure.message)
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+            return self.verdict(Status.runtime_error, f"bad message from the candidate process: {exc}")
+        finally:
+            sb.close()
+            kill_strays({s.proc.pid for s in j.spares})
+            j.top_up_spares(1)
+
+    def _wait(self, sb: SandboxHandle, stage: str) -> dict:
+        msg = sb.wait(self.deadline, self.opts.memory_limit, stage)
+        if msg.get("op") == "error":
+            raise _Verdict(*_failure(msg))
+        return msg
+
+    def _run(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> EvalResult:
+        j, opts, stages = self.j, self.opts, self.stages
+        # Waiting for a sandbox to start is the evaluator's time, not the candidate's: on a
+        # busy machine a start can take longer than a short candidate time limit.
+        sb.wait_ready(time.monotonic() + j.SANDBOX_START_LIMIT)
+        self.device_activity = bool(sb.info.get("device_activity")) and j.device == "cuda"
+        stages.worker_wait = time.monotonic() - self.t0 - stages.static
+        self.deadline = time.monotonic() + opts.timeout
+        seed_init = _seed()
+        sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
+                 "candidate_source": candidate_source, "seed_init": seed_init})
+        try:
+            self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
+        except Exception as exc:
+            raise _task_error()(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
+        self._wait(sb, "load")
+        t_load = time.monotonic()
+        stages.load = t_load - self.t0 - stages.static - stages.worker_wait
+
+        self.baseline, cached = j.baselines(self.task, self.task_hash, self.ref_model, opts)
+        self.ref_activity = Activity.from_message(self.baseline.get("activity") or {})
+        if self.baseline.get("aliases_input"):
+            self.notes[TaskNote.output_aliases_input] = "the reference returns (a view of) one of its inputs"
+        ref_t: TimingStats = self.baseline["reference"]
+        if j.device == "cuda" and ref_t.median_ms < TOO_SMALL_MS:
+            self.notes[TaskNote.too_small_to_time] = (f"the reference runs {ref_t.median_ms * 1e3:.3g} us: launch and "
+                                                      "synchronisation overhead dominate its speedups")
+        t_base = time.monotonic()
+        stages.baseline = t_base - t_load
+        self.deadline += stages.baseline  # the judge's own time is not the candidate's
+
+        for i in range(opts.trials):
+            self._trial(sb, i)
+        stages.correctness = time.monotonic() - t_base
+        if self.flags.get(Flag.no_custom_kernel):
+            raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
+
+        t_corr = time.monotonic()
+        cand, gap = self._time(sb)
+        clock = self._batch(sb, cand)
+        stages.timing = time.monotonic() - t_corr
+        return self._final(sb, cand, gap, clock, cached)
+
+    def _trial(self, sb: SandboxHandle, i: int) -> None:
+        j, opts = self.j, self.opts
+        seed = _seed()
+        sb.send({"op": "trial", "seed": seed})
+        inputs, ref_out = j.run_reference(self.task, self.ref_model, seed)
+        msg = self._wait(sb, f"correctness trial {i + 1}")
+        self.launches += int(msg.get("launches", 0))
+        if i == 0:
+            self.degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
+            if self.degenerate:
+                self.notes[TaskNote.degenerate_tolerance] = (
+                    "an all-zero or constant output passes this task's elementwise tolerance; outputs were "
+                    "also checked by relative L2 error")
+        threads = [str(t) for t in msg.get("threads", [])][:10]
+        if threads:
+            self.flags[Flag.background_thread] = "threads still running after forward: " + ", ".join(threads)
+        act = Activity.from_message(msg.get("activity") or {})
+        self._operators(act, f"trial {i + 1}", int(msg.get("launches", 0)), calls=1)
+        self.activity.add(act)
+        cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate)
+        sb.send({"op": "ack"})
+        self.trials.append(TrialReport(seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err,
+                                       max_rel_err=cmp.max_rel_err, message=cmp.message))
+        if self.flags.get(Flag.no_custom_kernel):
+            raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
+        if not cmp.ok:
+            raise _Verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}")
+        self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, cmp.err_l2)] if self.err_l2 else list(cmp.err_l2 or [])
+
+    def _operators(self, act: Activity, where: str, python_launches: int, calls: int,
+                   harness: frozenset[str] = frozenset()) -> None:
+        """The operator rule on what one window recorded (`calls` forward calls in it; `harness`:
+        names of kernels and ops the harness itself ran in the window)."""
+        if act.tampered:
+            self.flags[Flag.activity_tampered] = f"the activity record of {where} was stopped or replaced"
+            return
+        ref = self.ref_activity
+        if self.device_activity:
+            cand = Activity(kernels=_without(act.kernels, harness), kernel_ns=act.kernel_ns)
+        else:  # aten ops; own kernels counted where they are launched
+            cand, ref = Activity(ops=_without(act.ops, harness)), Activity(ops=ref.ops)
+        self.base["activity_source"] = "device" if self.device_activity else "aten"
+        v = judge_operators(cand, _scaled(ref, calls), self.own_names, self.opts.torch_ops,
+                            python_launches=None if self.device_activity else python_launches)
+        if v.own_launches == 0:
+            self.flags.setdefault(Flag.no_custom_kernel, f"{where}: {v.detail}")
+        elif v.own_launches < calls:
+            self.flags.setdefault(Flag.no_custom_kernel, f"{where}: the candidate's own kernels ran "
+                                                         f"{v.own_launches} times in {calls} calls")
+        elif v.flag == "torch_compute_op":
+            self.flags.setdefault(Flag.torch_compute_op, f"{where}: {v.detail}")
+
+    def _time(self, sb: SandboxHandle) -> tuple[TimingStats, TimingStats | None]:
+        """The sandbox's own timing run; its last call's output is checked."""
+        j, opts = self.j, self.opts
+        seed = _seed()
+        sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
+        msg = self._wait(sb, "timing")
+        cand = TimingStats(**msg["stats"])
+        gap = TimingStats(**msg["gap"]) if msg.get("gap") else None
+        act = Activity.from_message(msg.get("activity") or {})
+        if act.tampered:
+            self.flags[Flag.activity_tampered] = "the activity record of the timing run was stopped or replaced"
+        # Timed call k ran on inputs of seed + 1 + k; the last one's output is checked. The judge
+        # derives that seed from the number of calls instead of taking it as told.
+        _, ref_out = j.run_reference(self.task, self.ref_model, seed + cand.reps)
+        cmp = j.check(msg, ref_out, None, opts, check_l2=self.degenerate)
+        sb.send({"op": "ack"})
+        if not cmp.ok:
+            raise _Verdict(Status.incorrect, f"output of a timed call: {cmp.message}")
+        if not cand.median_ms > 0:
+            raise _Verdict(Status.runtime_error, "the timing reported a non-positive time")
+        return cand, gap
+
+    def _batch(self, sb: SandboxHandle, cand: TimingStats) -> JudgeTiming:
+        """Calls timed by the judge's clock, each checked by its checksum (judge_clock)."""
+        j, dev = self.j, self.j.device
+        calls = judge_clock.batch_calls(dev, cand.median_ms)
+        seed, wseed = _seed(), _seed()
+        _, ref_out = j.run_reference(self.task, self.ref_model, seed + 1)
+        weights = checksum_weights(flatten_outputs(ref_out), wseed)
+        overhead_ms, harness = j.batch_overhead(self.task, ref_out, weights, min(calls, 8))
+        del ref_out
+        sb.send({"op": "batch", "calls": calls})
+        if self._wait(sb, "judge-timed calls").get("op") != "armed":
+            raise ProtocolError("unexpected reply to the judge-timed calls")
+        t0 = time.perf_counter()
+        sb.send({"op": "go", "seed": seed, "weight_seed": wseed})
+        msg = self._wait(sb, "judge-timed calls")
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        if msg.get("op") != "batch_done":
+            raise ProtocolError(f"unexpected reply {msg.get('op')!r} to the judge-timed calls")
+        sums = msg["checksums"]
+        if not isinstance(sums, list) or len(sums) != calls:
+            raise _Verdict(Status.incorrect, f"the judge-timed batch reported {len(sums)} of {calls} calls")
+        launches = int(msg.get("launches", 0))
+        msg = self._wait(sb, "judge-timed calls")
+        if msg.get("op") != "batch_activity":
+            raise ProtocolError(f"unexpected reply {msg.get('op')!r} after the judge-timed calls")
+        act = Activity.from_message(msg.get("activity") or {})
+        self._operators(act, "the judge-timed calls", launches, calls=calls, harness=harness)
+        rng = secrets.SystemRandom()
+        for k in sorted(rng.sample(range(calls), min(calls, judge_clock.VERIFIED_CALLS))):
+            _, ref_out = j.run_reference(self.task, self.ref_model, seed + 1 + k)
+            bad = checksum_mismatch(flatten_outputs(ref_out), weights, [float(x) for x in sums[k]], self.err_l2)
+            if bad:
+                raise _Verdict(Status.incorrect, f"judge-timed call {k + 1} of {calls}: {bad}: its output is not "
+                                                 "the reference's (work skipped or done on other inputs)")
+        verdict = judge_clock.judge(dev, cand.median_ms, wall_ms, calls, overhead_ms)
+        self.clock = verdict
+        return JudgeTiming(calls=calls, wall_ms=wall_ms, overhead_ms=overhead_ms, per_call_ms=verdict.per_call_ms)
+
+    def _final(self, sb: SandboxHandle, cand: TimingStats, gap: TimingStats | None, clock: JudgeTiming,
+               cached: bool) -> EvalResult:
+        j = self.j
+        cand_ms = cand.median_ms
+        if self.clock.mismatch:
+            self.flags[Flag.timing_mismatch] = (
+                f"the sandbox timed {cand_ms:.4g} ms a call; the judge's clock gives {clock.per_call_ms:.4g} ms a "
+                f"call over {clock.calls} calls (harness work subtracted), beyond the margin: the judge's time is used")
+            cand_ms = clock.per_call_ms
+        calib = sb.info.get("sync_gap_ms")
+        if gap is not None and isinstance(calib, (int, float)):
+            limit = float(calib) + UNSYNCED_SLACK_MS + UNSYNCED_SHARE * cand.median_ms
+            if gap.median_ms > limit:
+                self.flags[Flag.unsynced_work] = (
+                    f"after forward returned, work ran on another stream for {gap.median_ms - float(calib):.4g} ms "
+                    "that its caller's stream never waits for (the timing includes it)")
+        floor = j.floor_ms(self.baseline)
+        if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
+            self.flags[Flag.faster_than_roofline] = (f"{cand_ms:.4g} ms is below the task's roofline floor of "
+                                                     f"{floor:.4g} ms (bytes / measured bandwidth, FLOPs / measured peak)")
+        ref_t: TimingStats = self.baseline["reference"]
+        comp_t: TimingStats | None = self.baseline["compile"]
+        ref_records = [KernelRecord(name=k, count=n, own=False, device_ms=self.ref_activity.kernel_ns[k] / 1e6)
+                       for k, n in self.ref_activity.kernels.most_common(40)]
+        result = self.verdict(
+            Status.correct,
+            speedup=ref_t.median_ms / cand_ms,
+            speedup_vs_compile=(comp_t.median_ms / cand_ms) if comp_t else None,
+            candidate_ms=cand_ms, reference_ms=ref_t.median_ms,
+            compile_ms=comp_t.median_ms if comp_t else None, floor_ms=floor,
+            timing=cand, judge_timing=clock, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
+            compile_baseline_error=self.baseline.get("compile_error"), reference_kernels=ref_records,
+        )
+        return result
+
+
+def _without(counts: Counter, names) -> Counter:
+    return Counter({k: n for k, n in counts.items() if k not in names})
+
+
+def _scaled(act: Activity, calls: int) -> Activity:
+    if calls == 1:
+        return act
+    return Activity(kernels=Counter({k: n * calls for k, n in act.kernels.items()}), kernel_ns=act.kernel_ns,
+                    ops=Counter({k: n * calls for k, n in act.ops.items()}))
+
+
+def _failure(msg: dict) -> tuple[Status, str]:
+    """A sandbox's own error report. It may only claim a failure, never a success."""
+    kind = msg.get("kind")
+    status = Status(kind) if kind in ("compile_error", "runtime_error") else Status.runtime_error
+    return status, str(msg.get("error", ""))[:4000]
+
+
+def _task_error():
+    from kernelsmith.evaluate.judge import TaskLoadError
+
+    return TaskLoadError

@@ -1,0 +1,51 @@
+"""The judge's clock: the time of a call that the candidate cannot forge, and how it overrules.
+
+Everything measured inside the sandbox (CUDA events, perf_counter, the message that carries
+them) runs in the candidate's process, so a candidate can rewrite it. The judge therefore also
+times a batch of calls itself: from sending the request to receiving the reply, which the sandbox
+sends only after a device-wide synchronize. Each call of the batch runs on freshly refilled
+inputs and reports a weighted checksum of its whole output, so no call can skip its work; the
+judge subtracts the harness's own per-call work (refill and checksum), which it measures in its
+own process. What remains is an upper bound of one call's time.
+
+The sandbox's time counts only within a stated margin of that bound: a call the sandbox says
+took less than bound / MARGIN - SLACK is flagged `timing_mismatch`, and the judge's time is used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Batches: enough calls that the request/reply latency (~0.1 ms) is far below the batch, few
+# enough that the judge's re-computation of the references stays cheap.
+BATCH_MS = {"cuda": 100.0, "cpu": 200.0}
+BATCH_CALLS = {"cuda": (5, 50), "cpu": (2, 6)}
+# Checksums verified by the judge, drawn after the batch: a call that skipped its work is found
+# with probability >= 1 - (1 - skipped share) ** VERIFIED_CALLS.
+VERIFIED_CALLS = 8
+# The margin, from the H200 (benchmarks/results/redteam_cuda_h200_2026-12-03.json): calls of 1 ms
+# and more took 0.88x to 1.14x their CUDA-event time per call in a batch; calls of ~0.1 ms are
+# host-bound there (the harness's Python per call, under the activity recorder), up to 0.35 ms
+# more, which the slack absorbs. Below ~0.5 ms a forged time is therefore left to the roofline
+# flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier.
+MARGIN = {"cuda": 2.0, "cpu": 3.0}
+SLACK_MS = {"cuda": 0.25, "cpu": 0.0}
+
+
+def batch_calls(device: str, sandbox_ms: float) -> int:
+    lo, hi = BATCH_CALLS[device]
+    return int(min(max(math.ceil(BATCH_MS[device] / max(sandbox_ms, 1e-4)), lo), hi))
+
+
+@dataclass(frozen=True)
+class ClockVerdict:
+    per_call_ms: float  # the judge's time of one call: wall / calls - harness overhead
+    bound_ms: float  # below this, the sandbox's time is not believed
+    mismatch: bool
+
+
+def judge(device: str, sandbox_ms: float, wall_ms: float, calls: int, overhead_ms: float) -> ClockVerdict:
+    per_call = max(wall_ms / calls - overhead_ms, 0.0)
+    bound = per_call / MARGIN[device] - SLACK_MS[device]
+    return ClockVerdict(per_call_ms=per_call, bound_ms=bound, mismatch=sandbox_ms < bound)

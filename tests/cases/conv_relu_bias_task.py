@@ -1,0 +1,34 @@
+"""Task: KernelBench level2 1_Conv2D_ReLU_BiasAdd (conv2d, relu, + per-channel bias), copied with CPU-size
+shapes (batch 2, 3 -> 8 channels, 12x12, kernel 3). The original is
+benchmarks/kernelbench/problems/level2/1_Conv2D_ReLU_BiasAdd.py."""
+
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """
+    Simple model that performs a convolution, applies ReLU, and adds a bias term.
+    """
+    def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
+        super(Model, self).__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape)) 
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.relu(x)
+        x = x + self.bias
+        return x
+
+batch_size = 2
+in_channels = 3
+out_channels = 8
+height = width = 12
+kernel_size = 3
+bias_shape = (out_channels, 1, 1)
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, bias_shape]

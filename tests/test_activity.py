@@ -1,0 +1,88 @@
+"""The operator rule and the judge's clock as pure functions, on kernel names and counts as the
+H200 reports them (benchmarks/results/probe_activity_h200_2026-12-03.log)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from kernelsmith.evaluate import judge_clock
+from kernelsmith.evaluate.activity import Activity, ActivityRecorder, base_name, judge_operators
+
+SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, float const*, int, int, int, bool const*, int)"
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+CONV = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw"
+RELU = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float, std::array<char*, 2ul>)"
+
+
+def test_base_names():
+    assert base_name(SOFTMAX) == "softmax_warp_forward"
+    assert base_name(FILL) == "vectorized_elementwise_kernel"
+    assert base_name("add_one_kernel") == "add_one_kernel"
+    assert base_name("void my_kernel<float>(float*, int)") == "my_kernel"
+
+
+def _device(**kernels) -> Activity:
+    return Activity(kernels=Counter(kernels))
+
+
+REF = Activity(kernels=Counter({CONV: 1, RELU: 1, "add_bias": 1}))
+
+
+@pytest.mark.parametrize("cand,policy,flag", [
+    ({CONV: 1, "fused_relu_bias": 1}, "partial", None),  # the library conv kept: KernelBench's rule
+    ({CONV: 1, "fused_relu_bias": 1}, "none", "torch_compute_op"),
+    ({CONV: 1, RELU: 1, "add_bias": 1, "copy_kernel": 1}, "partial", "torch_compute_op"),  # a token kernel
+    ({CONV: 1, RELU: 1, "add_bias": 1}, "partial", "no_custom_kernel"),
+    ({FILL: 1, "fused_all": 1}, "none", None),  # fills are glue
+])
+def test_operator_rule_on_device_kernels(cand, policy, flag):
+    v = judge_operators(Activity(kernels=Counter(cand)), REF, {"fused_relu_bias", "copy_kernel", "fused_all"}, policy)
+    assert v.flag == flag, v
+
+
+def test_a_kernel_the_reference_launches_is_never_own():
+    """Naming a Triton function after the library kernel does not make the library's kernel own."""
+    ref = Activity(kernels=Counter({SOFTMAX: 1}))
+    v = judge_operators(Activity(kernels=Counter({SOFTMAX: 1})), ref, {"softmax_warp_forward"}, "partial")
+    assert v.flag == "no_custom_kernel"
+
+
+def test_cpu_rule_on_aten_ops():
+    ref = Activity(ops=Counter({"softmax": 1, "_softmax": 1}))
+    cheat = judge_operators(Activity(ops=Counter({"softmax": 1, "_softmax": 1, "empty_like": 1})), ref, set(),
+                            "partial", python_launches=1)
+    honest = judge_operators(Activity(ops=Counter({"empty_like": 1})), ref, set(), "partial", python_launches=1)
+    assert cheat.flag == "torch_compute_op" and honest.flag is None
+
+
+def test_recorder_sees_ops_python_modes_cannot_hide():
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    x = torch.rand(8, 8)
+    with ActivityRecorder("cpu") as rec:
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            torch.softmax(x, dim=-1)
+    assert rec.activity.ops["softmax"] == 1 and not rec.activity.tampered
+
+
+def test_a_stopped_recorder_is_tampered():
+    with ActivityRecorder("cpu") as rec:
+        torch.autograd.profiler._disable_profiler()
+    assert rec.activity.tampered
+
+
+@pytest.mark.parametrize("device,sandbox_ms,wall_ms,calls,overhead,mismatch", [
+    ("cuda", 3.1, 33 * (3.4 + 8.5), 33, 8.5, False),  # an honest 3 ms call (H200 numbers)
+    ("cuda", 1e-6, 33 * (3.4 + 8.5), 33, 8.5, True),  # the same call, its time forged
+    ("cuda", 1.6, 33 * (3.4 + 8.5), 33, 8.5, False),  # a 2x lie is within the margin
+    ("cuda", 0.1, 50 * (0.44 + 0.7), 50, 0.7, False),  # a host-bound 0.1 ms call: left to the roofline flag
+    ("cpu", 140.0, 2 * 230.0, 2, 2.0, False),
+    ("cpu", 1e-6, 6 * 170.0, 6, 8.0, True),
+])
+def test_judge_clock(device, sandbox_ms, wall_ms, calls, overhead, mismatch):
+    v = judge_clock.judge(device, sandbox_ms, wall_ms, calls, overhead)
+    assert v.mismatch is mismatch, v
+    assert v.per_call_ms == pytest.approx(wall_ms / calls - overhead)
