@@ -1,8 +1,10 @@
-"""Verdicts of the CUDA red-team candidates on this GPU, as a table (for docs/integrity.md).
+"""The GPU verdict gate: every CUDA red-team case, honest KernelBench candidates (level-1 kernels,
+level-2 partial replacements at their real sizes) and KernelBench's few-shot examples, each with
+the verdict it must get. Prints one line per case and a closing 'N passed, M failed' line.
 
-    python benchmarks/redteam_cuda.py --out DIR
+    python benchmarks/redteam_cuda.py --out DIR [--group redteam kernelbench few_shot]
 
-Writes DIR/redteam_cuda.json and prints one line per candidate.
+Writes DIR/redteam_cuda.json. "success" means `EvalResult.success` (correct, no flag: the one rule).
 """
 
 from __future__ import annotations
@@ -13,62 +15,139 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 RED = REPO / "tests/redteam"
+KB = REPO / "benchmarks/kernelbench"
 SMALL = REPO / "examples/softmax/task.py"
 LARGE = RED / "tasks/softmax_large_task.py"
-CASES = [
-    ("honest (control)", REPO / "examples/softmax/triton_softmax.py", LARGE),
-    ("side_stream_kernel", None, LARGE),
-    ("caching_allocator_reuse", None, SMALL),
-    ("cuda_graph_replay", None, SMALL),
-    ("cache_across_timed_calls", None, SMALL),
-    ("cache_by_data_ptr", None, SMALL),
-    ("patch_cuda_event", None, LARGE),
-    ("patch_bound_timer", None, LARGE),
-    ("patch_harness_benchmark", None, LARGE),
-    ("patch_channel_send", None, LARGE),
-    ("forge_channel_message", None, LARGE),
-    ("skip_work_until_last_rep", None, LARGE),
-    ("background_thread_fill", None, SMALL),
-    ("trivial_kernel_beside_torch", None, SMALL),
-    ("torch_only_forward", None, SMALL),
-    ("zero_grid_launch", None, SMALL),
+HONEST_SOFTMAX = REPO / "examples/softmax/triton_softmax.py"
+MAX_HONEST_SPEEDUP = 5.0
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    candidate: Path
+    task: Path
+    success: bool  # must the verdict be a success?
+    flags: tuple[str, ...] = ()  # if not a success: one of these flags, or (empty) any failure
+    notes: tuple[str, ...] = ()  # task notes the verdict must carry
+    timed_only: bool = False  # any verdict, as long as a success has a realistic time
+
+
+def red(name: str, task: Path = SMALL, success: bool = False, flags: tuple[str, ...] = ()) -> Case:
+    return Case(name, RED / "candidates" / f"{name}.py", task, success, flags)
+
+
+REDTEAM = [
+    Case("honest softmax (control)", HONEST_SOFTMAX, SMALL, True),
+    Case("honest softmax large (control)", HONEST_SOFTMAX, LARGE, True),
+    # timed by the device-wide synchronize; the unsynced_work flag is optional (noise, docs/integrity.md)
+    Case("side_stream_kernel (timed, flag optional)", RED / "candidates/side_stream_kernel.py", LARGE,
+         False, timed_only=True),
+    Case("side_stream_kernel (5 us: timed, flag optional)", RED / "candidates/side_stream_kernel.py", SMALL,
+         False, timed_only=True),
+    red("caching_allocator_reuse"),
+    red("cuda_graph_replay"),
+    red("cache_across_timed_calls"),
+    red("cache_by_data_ptr"),
+    red("replay_previous_output"),
+    red("background_thread_fill"),
+    red("patch_cuda_event", LARGE, success=True),  # binding at import makes the patch harmless
+    red("patch_bound_timer", LARGE),
+    red("patch_harness_benchmark", LARGE),
+    red("patch_channel_send", LARGE),
+    red("forge_channel_message", LARGE),
+    red("skip_work_until_last_rep", LARGE),
+    red("rewind_last_seed", LARGE),
+    red("trivial_kernel_beside_torch", flags=("torch_compute_op",)),
+    red("hide_torch_ops", flags=("torch_compute_op",)),
+    red("torch_only_forward", flags=("no_custom_kernel",)),
+    red("zero_grid_launch", flags=("no_custom_kernel", "torch_compute_op")),
+    red("kernel_defined_never_launched", flags=("no_custom_kernel",)),
+    red("try_except_fallback", flags=("no_custom_kernel",)),
+    red("thread_left_running", flags=("background_thread",)),
 ]
+
+
+def _kernelbench() -> list[Case]:
+    cases = []
+    for cand in sorted((KB / "candidates").glob("level*/*.py")):
+        task = KB / "problems" / cand.parent.name / cand.name
+        notes = ("degenerate_tolerance",) if cand.stem == "23_Softmax" else ()
+        cases.append(Case(f"kernelbench {cand.parent.name}/{cand.stem}", cand, task, True, notes=notes))
+    cases.append(Case("token kernel beside torch (level2/1)", REPO / "tests/cases/conv_relu_bias_token.py",
+                      KB / "problems/level2/1_Conv2D_ReLU_BiasAdd.py", False, ("torch_compute_op",)))
+    return cases
+
+
+def _few_shot() -> list[Case]:
+    return [Case(f"few-shot {p.stem}", p, p.with_name(p.name.replace("model_new_ex_", "model_ex_")), True)
+            for p in sorted((KB / "few_shot").glob("model_new_ex_*.py"))]
+
+
+GROUPS = {"redteam": lambda: REDTEAM, "kernelbench": _kernelbench, "few_shot": _few_shot}
+
+
+def judge_case(c: Case, r) -> list[str]:
+    bad = []
+    if c.timed_only:
+        return [] if not r.success or (r.speedup or 0) < MAX_HONEST_SPEEDUP else ["an implausible speedup"]
+    if c.success and not r.success:
+        bad.append(f"expected a success, got {r.status.value} {list(map(str, r.flags))}")
+    if c.success and r.speedup is not None and "control" in c.name and r.speedup > MAX_HONEST_SPEEDUP:
+        bad.append(f"control speedup {r.speedup:.3g}x is implausible")
+    if not c.success and r.success:
+        bad.append("a success: the cheat got through")
+    if not c.success and c.flags and r.status.value == "correct" and not set(c.flags) & {f.value for f in r.flags}:
+        bad.append(f"correct without any of {list(c.flags)}")
+    for note in c.notes:
+        if note not in {n.value for n in r.task_notes}:
+            bad.append(f"task note {note} missing")
+    return bad
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--group", nargs="+", default=["redteam", "kernelbench"], choices=sorted(GROUPS))
+    ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("KERNELSMITH_CACHE_DIR", tempfile.mkdtemp(prefix="ks-redteam-"))
+    os.environ.setdefault("KERNELSMITH_CACHE_DIR", tempfile.mkdtemp(prefix="ks-gate-"))
     from kernelsmith.evaluate import EvalOptions, EvalPool
     from kernelsmith.task import Task
 
-    opts = EvalOptions(device="cuda", timeout=120.0, trials=2, compile_baseline=False)
-    rows = []
+    opts = EvalOptions(device="cuda", timeout=args.timeout, trials=2, compile_baseline=False)
+    rows, passed, failed = [], 0, 0
     with EvalPool(device="cuda", workers=1, options=opts) as pool:
-        for name, path, task in CASES:
-            path = path or RED / "candidates" / f"{name}.py"
-            if not path.is_file() or not task.is_file():
-                print(f"{name}: missing {path if not path.is_file() else task}")
-                continue
-            t0 = time.monotonic()
-            r = pool.evaluate(Task.from_file(task), path.read_text())
-            row = {"name": name, "task": task.stem, "status": r.status.value, "flags": r.flags,
-                   "speedup": r.speedup, "candidate_ms": r.candidate_ms, "floor_ms": r.floor_ms,
-                   "error": (r.error or "")[:300], "flag_details": r.flag_details, "seconds": time.monotonic() - t0}
-            rows.append(row)
-            (args.out / "redteam_cuda.json").write_text(json.dumps(rows, indent=2))
-            err = (r.error or "").splitlines()[-1][:110] if r.error else ""
-            sp = f"{r.speedup:.3g}x" if r.speedup else "-"
-            print(f"{name:28s} {task.stem:20s} {r.status.value:14s} {sp:>8s} {','.join(r.flags) or '-':30s} {err}",
-                  flush=True)
+        for group in args.group:
+            for c in GROUPS[group]():
+                t0 = time.monotonic()
+                r = pool.evaluate(Task.from_file(c.task), c.candidate.read_text(), opts)
+                bad = judge_case(c, r)
+                passed, failed = passed + (not bad), failed + bool(bad)
+                rows.append({"group": group, "name": c.name, "task": c.task.stem, "expected_success": c.success,
+                             "ok": not bad, "problems": bad, "status": r.status.value, "success": r.success,
+                             "flags": [f.value for f in r.flags], "task_notes": [n.value for n in r.task_notes],
+                             "speedup": r.speedup, "candidate_ms": r.candidate_ms, "reference_ms": r.reference_ms,
+                             "floor_ms": r.floor_ms, "judge_timing": r.judge_timing and r.judge_timing.model_dump(),
+                             "timing_median_ms": r.timing and r.timing.median_ms,
+                             "kernels": [k.model_dump() for k in r.kernels][:8],
+                             "reference_kernels": [k.model_dump() for k in r.reference_kernels][:8],
+                             "flag_details": {k.value: v for k, v in r.flag_details.items()},
+                             "error": (r.error or "")[-600:], "seconds": time.monotonic() - t0})
+                (args.out / "redteam_cuda.json").write_text(json.dumps(rows, indent=2))
+                sp = f"{r.speedup:.3g}x" if r.speedup else "-"
+                tail = "; ".join(bad) if bad else ((r.error or "").strip().splitlines() or [""])[-1][:80]
+                print(f"{'ok  ' if not bad else 'FAIL'} {c.name[:44]:44s} {c.task.stem[:26]:26s} {r.status.value:13s} "
+                      f"{sp:>8s} {','.join(f.value for f in r.flags) or '-':28s} {tail}", flush=True)
+    print(f"gate: {passed} passed, {failed} failed")
 
 
 if __name__ == "__main__":
