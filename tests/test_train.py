@@ -214,7 +214,7 @@ def ok(speedup: float, flags=()) -> EvalResult:
 
 def test_reward_fallbacks_flags_clipping_and_diffs():
     backend = ScriptedBackend({"256": EvalResult(status=Status.timeout, correct=False), "4096": ok(3.0),
-                               "2048": ok(9.0, ["suspicious_timing"]), "1024": ok(1e9), "512": RuntimeError("boom")})
+                               "2048": ok(9.0, ["timing_mismatch"]), "1024": ok(1e9), "512": RuntimeError("boom")})
     reward = SpeedupReward(backend, max_reward=10.0)
     block = lambda size: fenced(FAST.replace("BLOCK = 4096", f"BLOCK = {size}"))  # noqa: E731
     diff = ("<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n=======\n"

@@ -28,8 +28,10 @@ VERIFIED_CALLS = 8
 # and more took 0.88x to 1.14x their CUDA-event time per call in a batch; calls of ~0.1 ms are
 # host-bound there (the harness's Python per call, under the activity recorder), up to 0.35 ms
 # more, which the slack absorbs. Below ~0.5 ms a forged time is therefore left to the roofline
-# flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier.
-MARGIN = {"cuda": 2.0, "cpu": 3.0}
+# flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier: an honest
+# elementwise kernel measured 2.8x its sandbox time in a batch under a parallel test run; a forged
+# time there is ~1e-6 ms, so a wide margin still catches it.
+MARGIN = {"cuda": 2.0, "cpu": 10.0}
 SLACK_MS = {"cuda": 0.25, "cpu": 0.0}
 
 
