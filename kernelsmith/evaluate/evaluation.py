@@ -9,12 +9,12 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, is_own_kernel, judge_operators
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
+from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed  # judge imports this module lazily
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError
@@ -23,14 +23,6 @@ from kernelsmith.evaluate.result import (EvalResult, JudgeTiming, KernelRecord, 
 from kernelsmith.evaluate.runtime import build_model, synchronize
 from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
 from kernelsmith.evaluate.verdict import Flag, TaskNote
-
-
-def _seed() -> int:
-    return secrets.randbits(62)
-
-
-if TYPE_CHECKING:
-    from kernelsmith.evaluate.judge import Judge
 
 # A timed call whose device-wide end comes later than its stream's end by more than the sync
 # latency (calibrated in each sandbox before candidate code runs) plus this much left work running
@@ -136,7 +128,7 @@ class Evaluation:
         try:
             self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
         except Exception as exc:
-            raise _task_error()(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
+            raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
         self._wait(sb, "load")
         t_load = time.monotonic()
         stages.load = t_load - self.t0 - stages.static - stages.worker_wait
@@ -329,9 +321,3 @@ def _failure(msg: dict) -> tuple[Status, str]:
     kind = msg.get("kind")
     status = Status(kind) if kind in ("compile_error", "runtime_error") else Status.runtime_error
     return status, str(msg.get("error", ""))[:4000]
-
-
-def _task_error():
-    from kernelsmith.evaluate.judge import TaskLoadError
-
-    return TaskLoadError

@@ -23,7 +23,6 @@ class LaunchCounter:
 
     def __init__(self):
         self.count = 0
-        self.depth = 0  # > 0 while inside a launch: torch ops there belong to the launcher
         self._patch_triton()
         self._patch_cpp_extension()
 
@@ -31,11 +30,7 @@ class LaunchCounter:
         counter = self
 
         def launch(*args, **kwargs):
-            counter.depth += 1
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                counter.depth -= 1
+            result = fn(*args, **kwargs)
             if not _empty_grid(kwargs.get("grid")):
                 counter.count += 1
             return result
