@@ -26,6 +26,7 @@ KB = REPO / "benchmarks/kernelbench"
 SMALL = REPO / "examples/softmax/task.py"
 LARGE = RED / "tasks/softmax_large_task.py"
 HONEST_SOFTMAX = REPO / "examples/softmax/triton_softmax.py"
+SIDE_JOINED = REPO / "tests/cases/side_stream_joined.py"
 MAX_HONEST_SPEEDUP = 5.0
 
 
@@ -37,7 +38,6 @@ class Case:
     success: bool  # must the verdict be a success?
     flags: tuple[str, ...] = ()  # if not a success: one of these flags, or (empty) any failure
     notes: tuple[str, ...] = ()  # task notes the verdict must carry
-    timed_only: bool = False  # any verdict, as long as a success has a realistic time
 
 
 def red(name: str, task: Path = SMALL, success: bool = False, flags: tuple[str, ...] = ()) -> Case:
@@ -47,11 +47,11 @@ def red(name: str, task: Path = SMALL, success: bool = False, flags: tuple[str, 
 REDTEAM = [
     Case("honest softmax (control)", HONEST_SOFTMAX, SMALL, True),
     Case("honest softmax large (control)", HONEST_SOFTMAX, LARGE, True),
-    # timed by the device-wide synchronize; the unsynced_work flag is optional (noise, docs/integrity.md)
-    Case("side_stream_kernel (timed, flag optional)", RED / "candidates/side_stream_kernel.py", LARGE,
-         False, timed_only=True),
-    Case("side_stream_kernel (5 us: timed, flag optional)", RED / "candidates/side_stream_kernel.py", SMALL,
-         False, timed_only=True),
+    # flagged from the device's timestamps (stream order), at a large size and at ~5 us
+    red("side_stream_kernel", LARGE, flags=("unsynced_work",)),
+    red("side_stream_kernel", SMALL, flags=("unsynced_work",)),
+    Case("side stream joined back (honest)", SIDE_JOINED, LARGE, True),
+    Case("side stream joined back (honest)", SIDE_JOINED, SMALL, True),
     red("caching_allocator_reuse"),
     red("cuda_graph_replay"),
     red("cache_across_timed_calls"),
@@ -96,8 +96,6 @@ GROUPS = {"redteam": lambda: REDTEAM, "kernelbench": _kernelbench, "few_shot": _
 
 def judge_case(c: Case, r) -> list[str]:
     bad = []
-    if c.timed_only:
-        return [] if not r.success or (r.speedup or 0) < MAX_HONEST_SPEEDUP else ["an implausible speedup"]
     if c.success and not r.success:
         bad.append(f"expected a success, got {r.status.value} {list(map(str, r.flags))}")
     if c.success and r.speedup is not None and "control" in c.name and r.speedup > MAX_HONEST_SPEEDUP:

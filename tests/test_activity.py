@@ -9,12 +9,50 @@ import pytest
 import torch
 
 from kernelsmith.evaluate import judge_clock
-from kernelsmith.evaluate.activity import Activity, ActivityRecorder, base_name, judge_operators
+from kernelsmith.evaluate.activity import Activity, ActivityRecorder, KernelSpan, base_name, judge_operators, stream_order
 
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, float const*, int, int, int, bool const*, int)"
 FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
 CONV = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw"
 RELU = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float, std::array<char*, 2ul>)"
+
+
+SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+CALLER, SIDE = 7, 13
+
+
+def _window(*kernels: tuple[str, int, int, int]) -> list[KernelSpan]:
+    """A stream-order window (times in us): the hold spin 0..2000 and the closing spin at 2001 on
+    the caller's stream, plus the given kernels."""
+    spans = [KernelSpan(SPIN, CALLER, 0, 2_000_000), KernelSpan(SPIN, CALLER, 2_001_000, 2_002_000)]
+    return spans + [KernelSpan(n, stream, a * 1000, b * 1000) for n, stream, a, b in kernels]
+
+
+@pytest.mark.parametrize("kernels,late,early", [
+    ([("softmax", CALLER, 2000, 2001)], {}, {}),  # on the caller's stream
+    ([("softmax", SIDE, 2000, 2001)], {}, {}),  # on a side stream, joined back before forward returned
+    ([("softmax", SIDE, 2001, 2006)], {"softmax": 1}, {}),  # still running after forward returned, unawaited
+    ([("softmax", SIDE, 500, 505)], {}, {"softmax": 1}),  # ran during the caller's earlier work
+    ([("k", CALLER, 2000, 2001), ("k", SIDE, 100, 2500)], {"k": 1}, {}),
+    ([(SPIN, SIDE, 2001, 2100)], {SPIN: 1}, {}),  # a candidate's own spin is judged like any kernel
+])
+def test_stream_order(kernels, late, early):
+    result = stream_order(_window(*kernels))
+    assert result is not None
+    got_late, got_early, ours = result
+    assert dict(got_late) == late and dict(got_early) == early
+    assert {k.start_ns for k in ours} == {0, 2_001_000}
+
+
+def test_stream_order_needs_both_spins():
+    assert stream_order([KernelSpan(SPIN, CALLER, 0, 10), KernelSpan("k", SIDE, 20, 30)]) is None
+    assert stream_order([KernelSpan(SPIN, CALLER, 0, 10), KernelSpan(SPIN, SIDE, 20, 30)]) is None
+
+
+def test_stream_order_survives_the_message():
+    act = Activity(late=Counter({"k": 2}), early=Counter({"j": 1}), ordered_windows=1)
+    back = Activity.from_message(act.to_message())
+    assert back.late == act.late and back.early == act.early and back.ordered_windows == 1
 
 
 def test_base_names():
@@ -79,6 +117,7 @@ def test_a_stopped_recorder_is_tampered():
     ("cuda", 1e-6, 33 * (3.4 + 8.5), 33, 8.5, True),  # the same call, its time forged
     ("cuda", 1.6, 33 * (3.4 + 8.5), 33, 8.5, False),  # a 2x lie is within the margin
     ("cuda", 0.1, 50 * (0.44 + 0.7), 50, 0.7, False),  # a host-bound 0.1 ms call: left to the roofline flag
+    ("cuda", 0.092, 56.43, 50, 0.359, False),  # side stream joined back: the judge's clock 8x the events'
     ("cpu", 140.0, 2 * 230.0, 2, 2.0, False),
     ("cpu", 7.1, 6 * (19.8 + 1.3), 6, 1.3, False),  # 2.8x under a parallel test run: noise
     ("cpu", 1e-6, 6 * 170.0, 6, 8.0, True),

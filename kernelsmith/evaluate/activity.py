@@ -14,6 +14,15 @@ library kernels do part of the work and fails a candidate whose own kernels do n
 of its own kernels ran, or its library kernels cover every kernel the reference launches (torch
 computed the whole reference; whatever else ran beside it is a token). The strict rule ("none")
 fails any library compute in forward. On the CPU the same rule runs on aten ops.
+
+Stream order (CUDA trials): the window opens with a spin kernel on the caller's stream that holds
+the device for a few milliseconds while the host runs forward, and closes with a second, tiny spin
+on the caller's stream right after forward returns. Work that forward ordered on the caller's
+stream (on it, or on a side stream joined back by an event) ends before the closing spin starts;
+work on a stream the caller never waits for starts with it and ends after it (`late`). A kernel
+on another stream that starts before the opening spin ends did not wait for the caller's earlier
+work, its inputs included (`early`). Both are read from the device's own timestamps, so they do not
+depend on how long the work runs; the hold only has to outlast forward's host time.
 """
 
 from __future__ import annotations
@@ -28,6 +37,13 @@ import torch
 # Bound before candidate code is imported into the sandbox.
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _record_function = torch.profiler.record_function
+_sleep = torch.cuda._sleep
+
+# The window's opening and closing kernels (torch.cuda._sleep launches `spin_kernel`).
+SPIN_KERNEL = "spin_kernel"
+# A kernel ordered after another starts no earlier than that one ends; one counts as unordered only
+# beyond this margin (the granularity of the device's timestamps).
+ORDER_SLACK_NS = 1000
 
 # Device work that allocates, fills or copies: the glue every launcher needs, never "compute".
 _GLUE_KERNEL = re.compile(r"FillFunctor|fill_kernel|direct_copy|CatArrayBatchedCopy|^Memcpy|^Memset|memcpy|memset",
@@ -55,10 +71,14 @@ class Activity:
     ops: Counter = field(default_factory=Counter)
     tampered: bool = False
     windows: int = 0
+    late: Counter = field(default_factory=Counter)  # kernels still running after forward returned, unawaited
+    early: Counter = field(default_factory=Counter)  # kernels that did not wait for the caller's earlier work
+    ordered_windows: int = 0  # windows whose stream order was checked
 
     def to_message(self) -> dict:
         return {"kernels": {k: [int(n), int(self.kernel_ns[k])] for k, n in self.kernels.items()},
-                "ops": dict(self.ops), "tampered": self.tampered, "windows": self.windows}
+                "ops": dict(self.ops), "tampered": self.tampered, "windows": self.windows,
+                "late": dict(self.late), "early": dict(self.early), "ordered_windows": self.ordered_windows}
 
     @classmethod
     def from_message(cls, msg) -> "Activity":
@@ -72,26 +92,76 @@ class Activity:
             act.kernel_ns[str(name)] = int(ns)
         for name, count in dict(msg.get("ops", {})).items():
             act.ops[str(name)] = int(count)
+        for key in ("late", "early"):
+            for name, count in dict(msg.get(key, {})).items():
+                getattr(act, key)[str(name)] = int(count)
+        act.ordered_windows = int(msg.get("ordered_windows", 0))
         return act
 
     def add(self, other: "Activity") -> None:
         self.kernels.update(other.kernels)
         self.kernel_ns.update(other.kernel_ns)
         self.ops.update(other.ops)
+        self.late.update(other.late)
+        self.early.update(other.early)
         self.tampered |= other.tampered
         self.windows += other.windows
+        self.ordered_windows += other.ordered_windows
+
+
+@dataclass(frozen=True)
+class KernelSpan:
+    name: str
+    stream: int
+    start_ns: int
+    end_ns: int
+
+
+def stream_order(spans: list[KernelSpan]) -> tuple[Counter, Counter, set[KernelSpan]] | None:
+    """(late, early, the two spins) for a window opened and closed by spins on the caller's stream
+    (see the module's docstring), or None when the spins are not there (nothing to conclude)."""
+    spins = sorted((k for k in spans if base_name(k.name) == SPIN_KERNEL), key=lambda k: k.start_ns)
+    if len(spins) < 2:
+        return None
+    hold = spins[0]  # launched first, on an idle device: the first spin to start
+    closing = [k for k in spins[1:] if k.stream == hold.stream]
+    if not closing:
+        return None
+    close = max(closing, key=lambda k: k.start_ns)  # launched after forward returned: the last on that stream
+    late, early = Counter(), Counter()
+    for k in spans:
+        if k is hold or k is close:
+            continue
+        if k.end_ns > close.start_ns + ORDER_SLACK_NS:
+            late[k.name] += 1
+        elif k.stream != hold.stream and k.start_ns < hold.end_ns - ORDER_SLACK_NS:
+            early[k.name] += 1
+    return late, early, {hold, close}
 
 
 class ActivityRecorder:
-    """One recorded window. `with ActivityRecorder(device) as rec: ...` then `rec.activity`."""
+    """One recorded window. `with ActivityRecorder(device) as rec: ...` then `rec.activity`.
 
-    def __init__(self, device: str):
+    With `hold_cycles` (CUDA), the window checks stream order: call `rec.hold()` right before
+    forward and `rec.release()` right after it (see the module's docstring); the two spin kernels
+    are the recorder's own and are left out of the counts."""
+
+    def __init__(self, device: str, hold_cycles: int = 0):
         from torch.profiler import ProfilerActivity
 
         self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
         self.marker = "ks_window_" + secrets.token_hex(8)
         self.activity = Activity()
         self.prof = None
+        self.hold_cycles = int(hold_cycles) if device == "cuda" else 0
+
+    def hold(self) -> None:
+        if self.hold_cycles:
+            _sleep(self.hold_cycles)
+
+    def release(self) -> None:
+        if self.hold_cycles:
+            _sleep(1)
 
     def __enter__(self) -> "ActivityRecorder":
         from torch.profiler import profile
@@ -115,16 +185,26 @@ class ActivityRecorder:
             act.tampered = True
             return
         seen_marker = False
+        spans: list[KernelSpan] = []
         for e in events:
             name = e.name()
             if str(e.device_type()).endswith("CUDA"):
-                act.kernels[name] += 1
-                act.kernel_ns[name] += int(e.duration_ns())
+                spans.append(KernelSpan(name, int(e.device_resource_id()), int(e.start_ns()), int(e.end_ns())))
             elif name == self.marker:
                 seen_marker = True
             elif name.startswith("aten::"):
                 act.ops[name[6:]] += 1
         act.tampered = not seen_marker
+        ours: set[KernelSpan] = set()
+        if self.hold_cycles:
+            order = stream_order(spans)
+            if order is not None:
+                act.late, act.early, ours = order
+                act.ordered_windows = 1
+        for k in spans:
+            if k not in ours:
+                act.kernels[k.name] += 1
+                act.kernel_ns[k.name] += k.end_ns - k.start_ns
 
 
 def base_name(kernel: str) -> str:
@@ -167,7 +247,7 @@ class OperatorVerdict:
     detail: str | None = None
 
 
-def _fmt(counts: Counter, limit: int = 6) -> str:
+def fmt_kernels(counts: Counter, limit: int = 6) -> str:
     items = [f"{base_name(k)}{f' x{n}' if n > 1 else ''}" for k, n in counts.most_common(limit)]
     more = len(counts) - limit
     return ", ".join(items) + (f" and {more} more" if more > 0 else "")
@@ -195,13 +275,13 @@ def judge_operators(cand: Activity, reference: Activity, own_names: set[str], po
     if own_launches == 0:
         v.flag = "no_custom_kernel"
         v.detail = (f"none of the candidate's own kernels ran on the device during forward"
-                    + (f" (library kernels that ran: {_fmt(library)})" if library else ""))
+                    + (f" (library kernels that ran: {fmt_kernels(library)})" if library else ""))
     elif policy == "none" and library:
         v.flag = "torch_compute_op"
-        v.detail = f"library {what} ran in forward under --torch-ops none: {_fmt(library)}"
+        v.detail = f"library {what} ran in forward under --torch-ops none: {fmt_kernels(library)}"
     elif policy == "partial" and ref_compute and all(library[k] >= n for k, n in ref_compute.items()):
         v.flag = "torch_compute_op"
-        v.detail = (f"library {what} ran every compute step of the reference ({_fmt(ref_compute)}), so the "
+        v.detail = (f"library {what} ran every compute step of the reference ({fmt_kernels(ref_compute)}), so the "
                     f"candidate's own kernels did none of its work")
     return v
 

@@ -148,14 +148,14 @@ class Judge:
 
         flush = timing.L2Flusher(self.device)
         with ActivityRecorder(self.device):  # candidates are timed under the recorder: the same conditions
-            ref, _ = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
+            ref = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
         compiled, compile_error = None, None
         if opts.wants_compile_baseline:
             try:
                 cmodel = torch.compile(model)
                 self.forward(cmodel, inputs)  # compiles
                 with ActivityRecorder(self.device):
-                    compiled, _ = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
+                    compiled = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
             except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
                 compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         payload = {"reference": ref, "compile": compiled, "compile_error": compile_error,

@@ -21,18 +21,21 @@ from dataclasses import dataclass
 # enough that the judge's re-computation of the references stays cheap.
 BATCH_MS = {"cuda": 100.0, "cpu": 200.0}
 BATCH_CALLS = {"cuda": (5, 50), "cpu": (2, 6)}
+# Batches per evaluation; the fastest counts (a host hiccup inflates one batch, not both).
+BATCHES = 2
 # Checksums verified by the judge, drawn after the batch: a call that skipped its work is found
 # with probability >= 1 - (1 - skipped share) ** VERIFIED_CALLS.
 VERIFIED_CALLS = 8
-# The margin, from the H200 (benchmarks/results/redteam_cuda_h200_2026-12-03.json): calls of 1 ms
+# The margin, from the H200 (benchmarks/results/redteam_cuda_h200_2026-12-03*.json): calls of 1 ms
 # and more took 0.88x to 1.14x their CUDA-event time per call in a batch; calls of ~0.1 ms are
-# host-bound there (the harness's Python per call, under the activity recorder), up to 0.35 ms
-# more, which the slack absorbs. Below ~0.5 ms a forged time is therefore left to the roofline
-# flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier: an honest
+# host-bound there (the harness's Python per call, under the activity recorder): honest ones took
+# up to 0.68 ms more in one batch (a softmax on a side stream joined back by an event: 0.77 ms
+# against 0.09 ms; 0.29 ms in a quiet probe, benchmarks/probe_batch.py), which the slack absorbs.
+# Below ~1 ms a forged time is therefore left to the roofline flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier: an honest
 # elementwise kernel measured 2.8x its sandbox time in a batch under a parallel test run; a forged
 # time there is ~1e-6 ms, so a wide margin still catches it.
 MARGIN = {"cuda": 2.0, "cpu": 10.0}
-SLACK_MS = {"cuda": 0.25, "cpu": 0.0}
+SLACK_MS = {"cuda": 0.4, "cpu": 0.0}
 
 
 def batch_calls(device: str, sandbox_ms: float) -> int:

@@ -26,6 +26,7 @@ SOFTMAX_HONEST = REPO / "examples/softmax/triton_softmax.py"
 # 4096x8192 fp32: 256 MiB of traffic, ~60 us at the H200's bandwidth: a time far below that is
 # impossible, and a cheat that skips the work shows.
 SOFTMAX_LARGE = HERE / "tasks/softmax_large_task.py"
+SIDE_STREAM_JOINED = REPO / "tests/cases/side_stream_joined.py"  # honest use of a side stream
 
 OPTS = EvalOptions(device="cuda", timeout=120.0, trials=2, compile_baseline=False)
 RESULT_WAIT = 600.0
@@ -75,14 +76,20 @@ def test_incorrect(gpu_pool, name):
 
 @pytest.mark.parametrize("task", [SOFTMAX, SOFTMAX_LARGE], ids=["small", "large"])
 def test_side_stream_kernel_is_caught(gpu_pool, task):
-    """Work on a private stream that the caller's stream never waits for: timed all the same (a
-    device-wide synchronize ends every timed call) at a ~5 us kernel and a large one."""
+    """Work on a private stream that the caller's stream never waits for: flagged from the device's
+    own timestamps at any size (a ~5 us kernel and a large one). Its time includes the side work (a
+    device-wide synchronize ends every timed call); run to run, the same kernel's time varies too
+    much on the H200 (0.09 to 0.14 ms) to compare it with the honest kernel's here."""
     r = evaluate(gpu_pool, "side_stream_kernel", task)
-    # Its work is timed: no gain over the honest kernel. The `unsynced_work` flag is raised only when
-    # the side work outlasts the stream by more than the sync gap's noise (measured on the H200: a
-    # 4096 x 8192 softmax was flagged in one run and not in the next), so it is not required here.
-    honest = gpu_pool.submit(Task.from_file(task), SOFTMAX_HONEST.read_text(), OPTS).result(timeout=RESULT_WAIT)
-    assert r.candidate_ms is None or r.candidate_ms >= 0.8 * honest.candidate_ms, (describe(r), describe(honest))
+    assert "unsynced_work" in r.flags and not r.success, describe(r)
+
+
+@pytest.mark.parametrize("task", [SOFTMAX, SOFTMAX_LARGE], ids=["small", "large"])
+def test_side_stream_joined_back_is_honest(gpu_pool, task):
+    """The same kernel on a side stream that waits for its inputs and is joined back by an event
+    before forward returns: correct stream use, a success."""
+    r = gpu_pool.submit(Task.from_file(task), SIDE_STREAM_JOINED.read_text(), OPTS).result(timeout=RESULT_WAIT)
+    assert r.success, describe(r)
 
 
 def test_patched_cuda_event_has_no_effect(gpu_pool):
