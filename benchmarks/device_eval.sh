@@ -11,6 +11,6 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } | tee "$OUT/machine.log"
-python3 -m pytest -q -p no:cacheprovider -m cuda ${KS_CUDA_TESTS:-tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py} \
+python3 -m pytest -q -p no:cacheprovider -m cuda ${KS_CUDA_TESTS:-tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py tests/redteam/test_escapes.py} \
   2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -15
 python3 benchmarks/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"

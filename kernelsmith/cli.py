@@ -81,6 +81,11 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
         table.add_row("task note", f"{note.value}: {detail}")
     table.add_row("operator rule", f"--torch-ops {result.torch_ops}"
                   + (f" (decided from {result.activity_source} activity)" if result.activity_source else ""))
+    if result.containment:
+        missing = [g for g, v in result.containment.get("guarantees", {}).items() if v != "holds"]
+        layers = [k for k, v in result.containment.get("layers", {}).items() if str(v).startswith("on")]
+        table.add_row("containment", (", ".join(layers) or "no layer") + (
+            f"; NOT contained: {', '.join(missing)} (kernelsmith doctor)" if missing else "; all five guarantees hold"))
     s = result.stages
     table.add_row("seconds", f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
                              f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})")
@@ -367,6 +372,46 @@ def export_cmd(
     for row in export_rows(store):
         out.write(json.dumps(row) + "\n")
     store.close()
+
+@app.command("doctor")
+def doctor_cmd(
+    device: Device = typer.Option(Device.cpu, help="the sandbox to check: cpu, or cuda (needs a GPU)"),
+    json_out: bool = typer.Option(False, "--json", help="print the findings as one JSON object on the last line"),
+) -> None:
+    """Which of the five containment guarantees hold here: claimed by the layers this host allows
+    and tried live from inside a sandbox. Exit 0 when all hold, 1 when one does not."""
+    from kernelsmith.evaluate import containment
+    from kernelsmith.evaluate.doctor import checkup
+
+    try:
+        found = checkup(device.value)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+    claims, live = found.plan.guarantees(), found.live_holds()
+    ok = all(why is None for why in claims.values()) and all(v is not False for v in live.values())
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(found.to_dict()) + "\n")
+    else:
+        table = Table(title=f"sandbox containment ({device.value}, KERNELSMITH_SANDBOX={found.plan.mode})")
+        table.add_column("layer", style="bold")
+        table.add_column("")
+        for name, what in found.plan.summary()["layers"].items():
+            table.add_row(name, what)
+        console.print(table)
+        table = Table()
+        table.add_column("guarantee", style="bold")
+        table.add_column("claimed")
+        table.add_column("tried live")
+        for g, text in containment.GUARANTEES.items():
+            live_text = {None: "-", True: "[green]contained[/]", False: "[red]ESCAPED[/]"}[live[g]]
+            tried = found.live.get(g, {})
+            if live[g] is False:
+                live_text += ": " + "; ".join(f"{k}: {v}" for k, v in tried.items() if v.startswith("allowed"))
+            table.add_row(text, "[green]holds[/]" if claims[g] is None else f"[red]no[/]: {claims[g]}", live_text)
+        console.print(table)
+    raise typer.Exit(0 if ok else 1)
 
 
 def _mount_subcommands() -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
+from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
 from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed  # judge imports this module lazily
 from kernelsmith.evaluate.options import EvalOptions
@@ -112,6 +113,11 @@ class Evaluation:
         # Waiting for a sandbox to start is the evaluator's time, not the candidate's: on a
         # busy machine a start can take longer than a short candidate time limit.
         sb.wait_ready(time.monotonic() + j.SANDBOX_START_LIMIT)
+        contained = sb.containment()
+        self.base["containment"] = contained.summary()
+        if contained.mode == "strict" and not contained.holds_all():
+            raise ContainmentError("KERNELSMITH_SANDBOX=strict: the sandbox could not apply its containment: "
+                                   + "; ".join(f"{k} {v}" for k, v in contained.off.items()))
         self.device_activity = bool(sb.info.get("device_activity")) and j.device == "cuda"
         stages.worker_wait = time.monotonic() - self.t0 - stages.static
         self.deadline = time.monotonic() + opts.timeout
@@ -236,16 +242,16 @@ class Evaluation:
         return cand
 
     def _batch(self, sb: SandboxHandle, cand: TimingStats) -> JudgeTiming:
-        """Calls timed by the judge's clock, each checked by its checksum (judge_clock). The batch
-        runs judge_clock.BATCHES times and the fastest counts: a host hiccup in one batch is not
-        held against the candidate, and whatever a slower batch did, its time is not used."""
+        """Calls timed by the judge's clock, each checked by its checksum (judge_clock). On CUDA the
+        batch runs twice and the faster counts: a host hiccup in one batch is not held against
+        the candidate, and whatever a slower batch did, its time is not used."""
         j, dev = self.j, self.j.device
         calls = judge_clock.batch_calls(dev, cand.median_ms)
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
         overhead_ms, harness = j.batch_overhead(self.task, probe, checksum_weights(flatten_outputs(probe), 0),
                                                 min(calls, 8))
         del probe
-        runs = [self._one_batch(sb, calls, harness) for _ in range(judge_clock.BATCHES)]
+        runs = [self._one_batch(sb, calls, harness) for _ in range(judge_clock.BATCHES[dev])]
         wall_ms, seed, wseed, sums = min(runs, key=lambda run: run[0])
         rng = secrets.SystemRandom()
         weights = None

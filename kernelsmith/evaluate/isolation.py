@@ -1,22 +1,19 @@
-"""The filesystem and network view of a sandbox process.
+"""The bubblewrap layer of the sandbox's containment (containment.py chooses the layers).
 
 With bubblewrap (Debian's `bubblewrap`): the whole filesystem read-only, the sandbox's own
 scratch directory writable, /dev/shm shared (CUDA IPC reference counters live there), no
 network (a new network namespace), on the CPU a PID namespace of its own, and death with the
-judge. Without it, the sandbox still gets
-a scrubbed environment, a private HOME/TMPDIR and its process tree killed, but can write where
-the user can and reach the network: `KERNELSMITH_SANDBOX=bwrap` makes its absence an error.
+judge. Hosts without it (GPU images often lack it) rely on the other layers: uid, Landlock,
+seccomp.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from kernelsmith.errors import UserError
 
 
 @functools.cache
@@ -32,30 +29,17 @@ def bwrap_works() -> bool:
         return False
 
 
-def mode() -> str:
-    """'bwrap' or 'none', from KERNELSMITH_SANDBOX (auto | bwrap | none; default auto)."""
-    wanted = os.environ.get("KERNELSMITH_SANDBOX", "auto")
-    if wanted not in ("auto", "bwrap", "none"):
-        raise UserError(f"KERNELSMITH_SANDBOX={wanted!r}: use auto, bwrap or none")
-    if wanted == "none":
-        return "none"
-    if bwrap_works():
-        return "bwrap"
-    if wanted == "bwrap":
-        raise UserError("KERNELSMITH_SANDBOX=bwrap but bubblewrap is missing or cannot run here")
-    return "none"
-
-
-def wrapper(workdir: Path, device: str) -> list[str]:
+def wrapper(workdir: Path, device: str, keep_setuid: bool = False) -> list[str]:
     """The command prefix that isolates a sandbox whose scratch directory is `workdir`.
 
     On the CPU the sandbox also gets its own PID namespace, so /proc shows no other process
     (an ancestor's /proc/PID/environ would hold the user's secrets). On CUDA that is not done
     yet: CUDA IPC between the judge and a sandbox in another PID namespace is unverified.
+    `keep_setuid`: keep the capabilities the sandbox needs to drop to its own uid (bubblewrap,
+    run as root, drops all capabilities; they are gone again once the uid changes).
     """
-    if mode() != "bwrap":
-        return []
     pid = ["--unshare-pid"] if device == "cpu" else []
+    caps = [a for c in ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN") for a in ("--cap-add", c)] if keep_setuid else []
     return [
         shutil.which("bwrap") or "bwrap",
         "--ro-bind", "/", "/",
@@ -66,5 +50,6 @@ def wrapper(workdir: Path, device: str) -> list[str]:
         "--unshare-net",
         *pid,
         "--die-with-parent",
+        *caps,
         "--chdir", str(workdir),
     ]

@@ -22,6 +22,7 @@ import torch
 from kernelsmith.evaluate import roofline, timing
 from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.baseline_cache import BaselineCache
+from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs, weighted_checksums
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
@@ -264,6 +265,8 @@ def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) ->
                 chan.send({"op": "result", "result": result.model_dump(mode="json")})
             except TaskLoadError as exc:
                 chan.send({"op": "task_error", "error": str(exc)})
+            except ContainmentError as exc:
+                chan.send({"op": "setup_error", "error": str(exc)})
             except Exception as exc:  # a bug of ours: report it with its traceback
                 chan.send({"op": "internal_error", "error": excerpt(exc, limit=6000)})
     finally:

@@ -15,6 +15,7 @@ from typing import Iterable, Protocol
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import TaskError, UserError
+from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.baseline_cache import cache_dir
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
@@ -142,6 +143,7 @@ class EvalPool(QueuedPool):
                  gpus: list[str] | None = None):
         self.device = device
         self.options = (options or EvalOptions()).model_copy(update={"device": device})
+        containment.check_strict(device)  # one clear line before any process starts
         if device == "cuda":
             gpus = gpus if gpus is not None else visible_gpus()
             if not gpus:
@@ -207,6 +209,8 @@ class EvalPool(QueuedPool):
             fut.set_result(EvalResult.model_validate(reply["result"]))
         elif reply.get("op") == "task_error":
             fut.set_exception(TaskError(reply["error"]))
+        elif reply.get("op") == "setup_error":
+            fut.set_exception(UserError(reply["error"]))
         else:
             fut.set_exception(RuntimeError(f"evaluation worker failed:\n{reply.get('error', reply)}"))
 

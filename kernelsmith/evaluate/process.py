@@ -134,6 +134,23 @@ def reap(pids: list[int]) -> None:
             time.sleep(0.005)
 
 
+def kill_uid(uid: int) -> list[int]:
+    """SIGKILL every process whose real or effective uid is `uid` (a sandbox's own uid); reap ours."""
+    import psutil
+
+    killed = []
+    for proc in psutil.process_iter(["uids"]):
+        uids = proc.info.get("uids")
+        if uids is not None and uid in (uids.real, uids.effective):
+            try:
+                proc.kill()
+                killed.append(proc.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+    reap(killed)
+    return killed
+
+
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
         return "still running"

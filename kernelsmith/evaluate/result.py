@@ -104,6 +104,8 @@ class EvalResult(BaseModel):
     kernels: list[KernelRecord] = Field(default_factory=list)  # what ran in forward (correctness trials)
     reference_kernels: list[KernelRecord] = Field(default_factory=list)  # what the reference runs
     activity_source: str | None = None  # "device" (CUPTI), "aten" (RecordFunction) or "python" (fallback)
+    # How the sandbox was contained: mode, layers (on / off and why), the five guarantees.
+    containment: dict | None = None
     trials: list[TrialReport] = Field(default_factory=list)
     timing: TimingStats | None = None
     judge_timing: JudgeTiming | None = None

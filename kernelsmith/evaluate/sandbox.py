@@ -5,12 +5,13 @@ candidate, build ModelNew, then run what the judge asks (correctness trials on s
 one timing run) and send outputs back as data. It never decides anything: the judge compares.
 One job per process, so whatever the candidate patched or left behind dies with it.
 
-    python -m kernelsmith.evaluate.sandbox --fd N --device cpu|cuda
+Started through kernelsmith.evaluate.sandbox_start, which applies the containment layers that
+must come before torch is imported; the others are applied here once CUDA is up, before any
+candidate code exists.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -22,6 +23,7 @@ import torch
 import triton  # noqa: F401  (warm import; the interpreter flag is read from the environment)
 
 from kernelsmith.evaluate import timing
+from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.checks import checksum_weights, flatten_outputs, weighted_checksums
 from kernelsmith.evaluate.options import EvalOptions
@@ -66,9 +68,13 @@ def encode_leaves(leaves: list) -> list:
 
 
 class Sandbox:
-    def __init__(self, chan: Channel, device: str):
+    def __init__(self, chan: Channel, device: str, layers: list[str] | None = None, uid: int | None = None,
+                 contained: dict[str, str] | None = None):
         self.chan = chan
         self.device = device
+        self.layers = layers or []
+        self.uid = uid
+        self.contained = dict(contained or {})  # layer -> outcome, reported in the ready message
         self.launches = LaunchCounter()
         self.workdir: Path | None = None
         self.spin_cycles_per_ms = 0.0
@@ -94,8 +100,14 @@ class Sandbox:
 
     def run(self) -> None:
         info = self.warm_up()
-        self.chan.send({"op": "ready", "pid": os.getpid(), **info})
+        self.contained.update(containment.apply_late(self.layers, self.uid, os.getcwd()))
+        self.chan.send({"op": "ready", "pid": os.getpid(), "containment": self.contained, **info})
         job = self.chan.recv()
+        if job.get("op") == "probe":  # kernelsmith doctor: try each escape from inside the containment
+            from kernelsmith.evaluate.escape_probe import probe
+
+            self.chan.send({"op": "probe", "results": probe(job)})
+            return
         self.workdir = Path(job["workdir"])
         os.chdir(self.workdir)
         sys.path.insert(0, str(self.workdir))
@@ -234,14 +246,10 @@ class Sandbox:
         return True
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fd", type=int, required=True)
-    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
-    args = ap.parse_args()
-    chan = Channel(Connection(args.fd))
+def main(fd: int, device: str, layers: list[str], uid: int | None, contained: dict[str, str]) -> None:
+    chan = Channel(Connection(fd))
     try:
-        Sandbox(chan, args.device).run()
+        Sandbox(chan, device, layers, uid, contained).run()
     except (EOFError, ConnectionError):
         pass
     # Skip interpreter teardown: candidate threads or atexit hooks must not delay the exit.
@@ -249,6 +257,3 @@ def main() -> None:
     sys.stderr.flush()
     os._exit(0)
 
-
-if __name__ == "__main__":
-    main()

@@ -11,8 +11,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelsmith.evaluate import isolation
-from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python, tree_rss
+from kernelsmith.evaluate import containment, isolation
+from kernelsmith.evaluate.process import describe_exit, kill_tree, kill_uid, scrubbed_env, spawn_python, tree_rss
 from kernelsmith.evaluate.protocol import Channel, ProtocolError
 
 
@@ -39,12 +39,17 @@ class SandboxHandle:
         env.pop("TRITON_INTERPRET", None)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        self.plan = containment.plan(device)
+        self.uid = containment.new_uid() if "uid" in self.plan.on else None
+        layers = [name for name in self.plan.on if name != "bwrap"]
+        args = ["--fd", str(child.fileno()), "--device", device, "--layers", ",".join(layers)]
+        args += ["--uid", str(self.uid)] if self.uid is not None else []
+        wrapper = isolation.wrapper(self.workdir, device, keep_setuid=self.uid is not None) \
+            if "bwrap" in self.plan.on else []
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python(
-                "kernelsmith.evaluate.sandbox", ["--fd", str(child.fileno()), "--device", device],
-                env=env, pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
-                wrapper=isolation.wrapper(self.workdir, device),
-            )
+            self.proc = spawn_python("kernelsmith.evaluate.sandbox_start", args, env=env,
+                                     pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
+                                     wrapper=wrapper)
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
@@ -122,6 +127,19 @@ class SandboxHandle:
         self.info = msg
         self.ready = True
 
+    def containment(self) -> containment.Plan:
+        """The plan as the sandbox applied it: a layer it reported failing is off."""
+        applied = containment.Plan(device=self.plan.device, mode=self.plan.mode, off=dict(self.plan.off),
+                                   landlock_abi=self.plan.landlock_abi)
+        outcomes = self.info.get("containment") or {}
+        for name, what in self.plan.on.items():
+            outcome = str(outcomes.get(name, "on" if name == "bwrap" else "not reported by the sandbox"))
+            if outcome.startswith("on"):
+                applied.on[name] = what
+            else:
+                applied.off[name] = outcome
+        return applied
+
     def send(self, msg: dict) -> None:
         try:
             self.chan.send(msg)
@@ -131,6 +149,8 @@ class SandboxHandle:
     def close(self) -> None:
         """Kill it and everything it started; remove its scratch space and log."""
         kill_tree(self.proc)
+        if self.uid is not None:  # anything still running under the sandbox's own uid is its doing
+            kill_uid(self.uid)
         self.chan.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
         try:

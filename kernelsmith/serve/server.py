@@ -23,6 +23,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def containment_warning(host: str, device: str) -> str | None:
+    """A loud line when the service takes candidates from beyond this machine and their sandboxes
+    do not hold all five containment guarantees here (kernelsmith doctor says why)."""
+    import ipaddress
+
+    from kernelsmith.evaluate import containment
+
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    plan = containment.plan(device)
+    if loopback or plan.holds_all():
+        return None
+    missing = ", ".join(g for g, why in plan.guarantees().items() if why)
+    return (f"WARNING: listening on {host}, but candidate sandboxes are NOT fully contained on this host "
+            f"({missing}): anyone who can reach this port runs code here that can do that. "
+            "Run `kernelsmith doctor`; KERNELSMITH_SANDBOX=strict refuses to start instead.")
+
+
 def serve(host: str, port: int, backend: BackendConfig, device: str, workers: int | None, *,
           token_env: str | None = None, max_queue: int = 64, cache_size: int = 4096, max_body_bytes: int = 4 * 2**20,
           max_timeout: float = 900.0, say: Callable[[str], None] = print) -> None:
@@ -50,6 +70,9 @@ def serve(host: str, port: int, backend: BackendConfig, device: str, workers: in
         shown = "[::1]" if host == "::1" else host
         say(f"serving on http://{shown}:{sock.getsockname()[1]} (backend {backend.kind}, device {device}, "
             f"{n} worker{'s' if n != 1 else ''}, queue {max_queue}{', token required' if token else ''})")
+        warning = containment_warning(host, device)
+        if warning:
+            say(warning)
         server.run(sockets=[sock])
     finally:
         pool.close()

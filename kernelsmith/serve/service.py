@@ -91,6 +91,10 @@ class EvalService:
         self._in_flight: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._hardware: Future | None = None
+        # The sandboxes' containment on this host (the plan; each verdict carries what its sandbox applied).
+        from kernelsmith.evaluate import containment
+
+        self.containment = containment.plan(device).summary()
 
     @property
     def pending(self) -> int:
@@ -161,4 +165,4 @@ class EvalService:
                 "evaluated": c.evaluated, "cache_hits": c.cache_hits, "joined": c.joined,
                 "rejected_full": c.rejected_full, "cache_entries": len(self.cache),
                 "mean_eval_seconds": round(c.eval_seconds / c.evaluated, 3) if c.evaluated else None,
-                "uptime_s": round(time.time() - c.started, 1)}
+                "uptime_s": round(time.time() - c.started, 1), "containment": self.containment}

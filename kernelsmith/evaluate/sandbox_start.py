@@ -1,0 +1,36 @@
+"""Entry point of a sandbox process: contain it, then start the sandbox.
+
+Landlock binds the calling thread and the threads it starts later, so it is applied here, before
+torch is imported (importing torch starts a thread). The other layers bind every thread and
+come after CUDA is up (sandbox.py).
+
+    python -m kernelsmith.evaluate.sandbox_start --fd N --device cpu|cuda [--layers L,..] [--uid U]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    ap.add_argument("--layers", default="", help="containment layers to apply in the process")
+    ap.add_argument("--uid", type=int, default=None, help="drop to this uid/gid once CUDA is up")
+    args = ap.parse_args()
+    layers = [n for n in args.layers.split(",") if n]
+
+    from kernelsmith.evaluate.containment import apply_early, enter_pid_namespace  # standard library only
+
+    early = {"pidns": enter_pid_namespace(args.fd)} if "pidns" in layers else {}
+    early.update(apply_early(layers, os.getcwd(), args.device))
+
+    from kernelsmith.evaluate import sandbox  # torch, triton
+
+    sandbox.main(args.fd, args.device, layers, args.uid, early)
+
+
+if __name__ == "__main__":
+    main()
