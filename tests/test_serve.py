@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -84,6 +85,29 @@ def test_bad_requests_get_422_with_the_reason(service):
     assert status == 422
     status, _, spec = http("GET", service.url + "/openapi.json")
     assert status == 200 and "/v1/evaluate" in spec["paths"] and "/v1/health" in spec["paths"]
+
+
+def test_422_names_the_fields_without_echoing_the_body(service):
+    """A 3 MB request that fails validation gets the field names, the messages and short
+    excerpts back, not its own 3 MB."""
+    url = service.url + "/v1/evaluate"
+    big = "# " + "z" * 3_000_000
+    status, _, body = http("POST", url, {"candidate_source": big, "trials": "t" * 500})  # no task_source
+    assert status == 422, body
+    raw = json.dumps(body)
+    assert len(raw) < 8192 and "z" * 200 not in raw and "t" * 200 not in raw, raw[:500]
+    by_loc = {tuple(e["loc"]): e for e in body["detail"]}
+    assert ("body", "task_source") in by_loc and by_loc["body", "task_source"]["msg"] == "Field required"
+    assert "input" not in by_loc["body", "task_source"]  # its input was the whole body
+    trials = by_loc["body", "trials"]
+    assert trials["input"].startswith("ttt") and len(trials["input"]) <= 110 and "integer" in trials["msg"]
+    # many errors, and keys as long as the body allows: the whole answer stays small
+    many = {f"extra_{i}_" + "k" * 5000: i for i in range(400)}
+    status, _, body = http("POST", url, {**evaluate_body("x"), **many})
+    assert status == 422
+    raw = json.dumps(body)
+    assert len(raw) < 8192 and "k" * 200 not in raw, raw[:500]
+    assert body["detail"][0]["loc"][1].startswith("extra_") and body["omitted"] > 0
 
 
 def test_full_queue_answers_429_with_retry_after(service):
@@ -277,6 +301,41 @@ def test_token_and_body_limit(guarded):
     resp = conn.getresponse()
     assert resp.status == 413
     conn.close()
+
+
+def test_token_is_checked_before_the_body(guarded):
+    """Without the token, nothing about the body is looked at: a malformed or oversized body
+    gets 401, not 422 or 413; with it, the body is judged as usual."""
+    url = guarded.url + "/v1/evaluate"
+    good = {"Authorization": "Bearer s3cret-token"}
+    for body in (b"{not json", {"task_source": "x"}, evaluate_body("x", trials=0), evaluate_body("# " + "x" * 20_000)):
+        status, headers, answer = http("POST", url, body)
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer", (status, answer)
+        status, _, answer = http("POST", url, body, {"Authorization": "Bearer wrong"})
+        assert status == 401, (status, answer)
+    status, _, answer = http("POST", url, b"{not json", good)
+    assert status == 422 and answer["detail"][0]["type"] == "json_invalid"
+    status, _, answer = http("POST", url, {"task_source": "x"}, good)
+    assert status == 422 and answer["detail"][0]["loc"] == ["body", "candidate_source"]
+
+
+def test_half_sent_body_is_answered_408_within_seconds(service):
+    """A client that announces 1000 bytes, sends 100 and waits does not hold its connection:
+    the service answers 408 after the body timeout and closes it."""
+    host, port = service.url.split("//")[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        head = (f"POST /v1/evaluate HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n")
+        sock.sendall(head.encode() + b'{"task_source": "' + b"a" * 83)
+        started = time.monotonic()
+        answer = b""
+        while chunk := sock.recv(65536):  # until the service closes the connection
+            answer += chunk
+        elapsed = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+    assert elapsed < 10, elapsed
+    status, _, health = http("GET", service.url + "/v1/health")
+    assert status == 200 and health["status"] == "ok"
 
 
 def test_serve_refuses_bad_settings_in_one_line(guarded):
