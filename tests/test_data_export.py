@@ -34,6 +34,7 @@ from conftest import case_path
 from kernelsmith.data import build_rl, build_sft, is_contaminated, read_run, suite_hashes
 from kernelsmith.data.cli import data_app
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.result import EvalResult, Status, TimingStats
 from kernelsmith.evolve.program import Program, score_of
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.task import Task
@@ -49,9 +50,11 @@ def messages(name: str) -> list[dict]:
             {"role": "user", "content": f"Improve the program ({name})."}]
 
 
-def make_run(run_dir: Path, task_name: str, task_source: str, specs: list[tuple]) -> dict[str, Program]:
+def make_run(run_dir: Path, task_name: str, task_source: str, specs: list[tuple],
+             timings: dict[str, list[float]] | None = None) -> dict[str, Program]:
     """specs: (name, operator, parent name or None, status, speedup, flags, code or None). LLM operators
-    get messages and a response; seed and tune do not."""
+    get messages and a response; seed and tune do not. `timings`: name -> timed samples (ms), stored
+    as the program's `eval` record."""
     store = RunStore(run_dir)
     store.set_meta("task_name", task_name)
     store.set_meta("task_hash", Task.from_source(task_source).hash)
@@ -64,6 +67,9 @@ def make_run(run_dir: Path, task_name: str, task_source: str, specs: list[tuple]
                     messages=messages(name) if llm else None, response=f"reply {name}" if llm else None,
                     correct=status == "correct", speedup=speedup,
                     speedup_vs_compile=speedup / 2 if speedup else None, flags=list(flags))
+        if timings and name in timings:
+            p.eval = EvalResult(status=Status(status), correct=status == "correct", speedup=speedup,
+                                timing=TimingStats.from_samples(timings[name])).model_dump(mode="json")
         p.score = score_of(status, p.flags, speedup)
         made[name] = store.add(p)
     store.close()
@@ -150,8 +156,48 @@ def test_min_gain_and_cap_change_the_set(runs):
         build_sft([tmp / "run_a"], min_gain=-1)
 
 
+def test_a_child_identical_to_its_parent_is_no_step(tmp_path):
+    double = "def g(x):\n    return x * 2\n"
+    double2 = "def g(x):\n    '''Double.'''\n    return (x * 2)  # the same\n"
+    made = make_run(tmp_path / "run", "relu", TASK_A, [
+        ("seed", "seed", None, "correct", 1.0, [], CODE_D),
+        ("same", "rewrite", "seed", "correct", 1.07, [], CODE_D2),  # the seed again: 1.07 is noise
+        ("slower", "rewrite", "seed", "correct", 0.9, [], double),
+        ("again", "diff", "slower", "correct", 0.963, [], double2),  # its parent again, gain 1.07
+        ("real", "rewrite", "seed", "correct", 1.5, [], CODE_D.replace("x + 1", "x + 1.0")),
+    ])
+    assert made["same"].code_hash != made["seed"].code_hash  # not equal as text: as syntax trees
+    result = build_sft([tmp_path / "run"])
+    assert kept_ids(result) == ids(made, "real")
+    assert result.dropped == {"no_llm_messages": 1, "same_as_parent": 2, "gain_below_min": 1}
+
+
+def test_a_gain_inside_the_timing_spread_is_noise(tmp_path):
+    def noisy(ms: float) -> list[float]:  # std 5% of the median
+        return [0.95 * ms, ms, 1.05 * ms]
+
+    made = make_run(tmp_path / "run", "relu", TASK_A, [
+        ("seed", "seed", None, "correct", 1.0, [], None),
+        ("within", "rewrite", "seed", "correct", 1.07, [], None),  # needs > 1 + 0.05 + 0.05
+        ("beyond", "rewrite", "seed", "correct", 1.2, [], None),
+        ("tuned", "tune", "seed", "correct", 1.0, [], None),
+        ("steady", "rewrite", "tuned", "correct", 1.07, [], None),  # no spread: 1.07 is a gain
+    ], timings={"seed": noisy(10.0), "within": noisy(9.35), "beyond": noisy(8.33), "tuned": [10.0] * 3,
+                "steady": [9.35] * 3})
+    result = build_sft([tmp_path / "run"])
+    assert kept_ids(result) == ids(made, "beyond", "steady")
+    assert result.dropped == {"no_llm_messages": 2, "within_noise": 1}
+
+    from kernelsmith.data.sft import required_gain
+
+    assert required_gain(made["seed"], made["within"]) == pytest.approx(1.10)
+    assert required_gain(made["seed"], made["within"], min_gain=1.2) == pytest.approx(1.32)
+    assert required_gain(made["tuned"], made["steady"]) == 1.0
+    assert required_gain(Program(0, 0, "seed", "x = 1", "correct"), made["within"]) == pytest.approx(1.05)
+
+
 def test_near_duplicates_are_one_program(runs):
-    from kernelsmith.data.normalize import source_hash
+    from kernelsmith.evolve.identity import source_hash
 
     assert source_hash(CODE_D) == source_hash(CODE_D2)
     assert source_hash(CODE_D) != source_hash(CODE_D.replace("x + 1", "x + 2"))

@@ -385,3 +385,50 @@ def test_early_stop_after_iterations_without_a_new_best(tmp_path):
     # iteration 1 is the new best (4096-element blocks); 2 and 3 repeat it; then the run stops
     assert summary["iterations_done"] == 3 and summary["best"]["iteration"] == 1
     assert summary["stop_reason"] == "no improvement in 2 iterations"
+
+
+class CountingVerdicts(VerdictFromBlockSize):
+    """VerdictFromBlockSize that keeps every program it was asked to evaluate."""
+
+    def __init__(self):
+        self.submitted: list[str] = []
+
+    def submit(self, task, candidate, options=None) -> Future:
+        self.submitted.append(candidate)
+        return super().submit(task, candidate, options)
+
+
+def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
+    from kernelsmith.evolve.identity import source_hash
+    from kernelsmith.evolve.program import code_hash
+
+    seed = SEED.read_text()
+    # the seed again, otherwise written: another docstring, parenthesised tuples, comments
+    seed_again = seed.replace('"""Correct but slow', '"""The same').replace(
+        "x, y = x.contiguous(), y.contiguous()", "(x, y) = (x.contiguous(), y.contiguous())  # contiguous")
+    assert code_hash(seed_again) != code_hash(seed) and source_hash(seed_again) == source_hash(seed)
+    replies = [fenced(seed_again), fenced(FAST), fenced("# again\n" + FAST)]
+    backend = CountingVerdicts()
+    with ScriptedServer(replies) as server:
+        cfg = config(server.url, tmp_path, iterations=3)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", backend, LLMClient(cfg.llm), seed)
+        summary = asyncio.run(engine.run())
+    engine.store.close()
+    assert backend.submitted == [seed, FAST]  # iterations 1 and 3 took the verdicts of 0 and 2
+    assert summary["iterations_done"] == 3
+    rows = RunStore(tmp_path / "run", create=False).all()
+    assert [p.reused_from for p in rows] == [None, rows[0].id, None, rows[2].id]
+    assert rows[1].parent_id == rows[0].id and rows[1].code == seed_again  # the reply is stored as it came
+    for copy, original in ((rows[1], rows[0]), (rows[3], rows[2])):
+        assert (copy.status, copy.speedup, copy.score, copy.descriptors) == \
+               (original.status, original.speedup, original.score, original.descriptors)
+
+    # A resumed run knows what the stored programs were: the seed again is not evaluated either.
+    backend = CountingVerdicts()
+    with ScriptedServer([fenced(seed_again)]) as server:
+        cfg = config(server.url, tmp_path, iterations=4)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", backend, LLMClient(cfg.llm), seed)
+        asyncio.run(engine.run())
+    engine.store.close()
+    assert backend.submitted == []
+    assert RunStore(tmp_path / "run", create=False).at_iteration(4).reused_from == rows[0].id

@@ -1,6 +1,6 @@
 """Decontamination: keep the tasks of a benchmark suite out of training data.
 
-A task is matched by its normalised source (`kernelsmith.data.normalize`: the syntax tree without
+A task is matched by its normalised source (`kernelsmith.evolve.identity`: the syntax tree without
 docstrings), so a copy that was reformatted, re-indented, commented or given other line endings
 still matches; a task whose code differs (another operator, other sizes) does not.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsmith.data.normalize import source_hash
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.task import Task
 

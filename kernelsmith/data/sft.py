@@ -6,13 +6,15 @@ assistant turn. Which steps become rows:
 - Only LLM steps: seed and tune programs have no messages ("no_llm_messages").
 - A first step (no parent: the translate operator) is kept when it is correct ("not_correct")
   and unflagged ("flagged").
-- A later step is kept when it is correct and unflagged, its parent is correct and unflagged
-  ("parent_not_correct"), both have a speedup ("no_speedup"), and gain = child speedup / parent
-  speedup is strictly above `min_gain` ("gain_below_min").
+- A later step is kept when it is correct and unflagged, its code is not its parent's up to
+  formatting, comments and docstrings ("same_as_parent": any gain it shows is timing noise), its
+  parent is correct and unflagged ("parent_not_correct"), both have a speedup ("no_speedup"), and
+  gain = child speedup / parent speedup is strictly above `min_gain` ("gain_below_min") and above
+  `required_gain`, min_gain widened by both programs' timing spread ("within_noise").
 - Rank: a kept step ranks by its gain, a first step by its speedup (None counts as 0); ties go
   to the earlier (run directory, program id).
 - Duplicates: steps of one task whose code is equal up to comments, whitespace, formatting and
-  docstrings (`kernelsmith.data.normalize`): the best-ranked one is kept ("duplicate").
+  docstrings (`kernelsmith.evolve.identity`): the best-ranked one is kept ("duplicate").
 - Cap (`max_per_task`): per task (by task hash), the best-ranked N rows are kept ("over_task_cap").
 - `exclude` (hashes from `kernelsmith.data.decontam.suite_hashes`): every step of a task whose
   source matches is dropped ("excluded_task"), before any other rule.
@@ -27,14 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.data.decontam import is_contaminated
-from kernelsmith.data.normalize import source_hash
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import Status
+from kernelsmith.evolve.program import Program
 
 FIRST, IMPROVEMENT = "first", "improvement"
-DROP_REASONS = ("excluded_task", "no_llm_messages", "not_correct", "flagged", "parent_not_correct", "no_speedup",
-                "gain_below_min", "duplicate", "over_task_cap")
+DROP_REASONS = ("excluded_task", "no_llm_messages", "not_correct", "flagged", "same_as_parent", "parent_not_correct",
+                "no_speedup", "gain_below_min", "within_noise", "duplicate", "over_task_cap")
 
 
 @dataclass
@@ -43,6 +46,22 @@ class SftResult:
     kept: Counter = field(default_factory=Counter)  # (task, "first" | "improvement") -> rows
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> steps, all tasks
     dropped_by_task: Counter = field(default_factory=Counter)  # (task, reason) -> steps
+
+
+def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> float:
+    """The gain a step must beat: min_gain * (1 + parent's relative spread + child's relative spread).
+
+    A program's relative spread is std_ms / median_ms of its timed repetitions (`EvalResult.timing`,
+    in its stored `eval`). A ratio of two medians can be off by about the sum of their relative
+    errors, so a gain inside that margin may be noise. A program stored without timing statistics
+    (older runs) adds no margin."""
+
+    def spread(p: Program) -> float:
+        t = (p.eval or {}).get("timing") or {}
+        median, std = t.get("median_ms"), t.get("std_ms")
+        return std / median if median and std else 0.0
+
+    return min_gain * (1.0 + spread(parent) + spread(child))
 
 
 def _verdict(step: Step, min_gain: float, excluded: bool) -> str:
@@ -58,12 +77,16 @@ def _verdict(step: Step, min_gain: float, excluded: bool) -> str:
         return "flagged"
     if step.is_first:
         return FIRST
+    if step.same_as_parent:
+        return "same_as_parent"
     if step.parent is None or not step.parent.ok:
         return "parent_not_correct"
     gain = step.gain
     if gain is None:
         return "no_speedup"  # the child's or the parent's speedup was not measured
-    return IMPROVEMENT if gain > min_gain else "gain_below_min"
+    if gain <= min_gain:
+        return "gain_below_min"
+    return IMPROVEMENT if gain > required_gain(step.parent, p, min_gain) else "within_noise"
 
 
 def _rank(step: Step, kind: str) -> tuple:

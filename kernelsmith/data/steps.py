@@ -10,6 +10,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
@@ -37,6 +38,13 @@ class Step:
     def is_first(self) -> bool:
         """No kernel to start from (the translate operator): judged on its own, not against a parent."""
         return self.program.parent_id is None
+
+    @property
+    def same_as_parent(self) -> bool:
+        """The parent's program again, up to formatting, comments and docstrings: no step at all."""
+        if self.parent is None or self.parent.code is None or self.program.code is None:
+            return False
+        return source_hash(self.program.code) == source_hash(self.parent.code)
 
     @property
     def parent_speedup(self) -> float | None:

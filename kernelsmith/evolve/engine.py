@@ -4,6 +4,11 @@ Iteration 0 is the starting program: the user's seed, or (without one) the LLM's
 translation of the reference. Iterations 1..N each store exactly one program row. Rerunning on
 the same run directory resumes: the archive is rebuilt from the store and only the iterations
 not yet stored are run, so every iteration exists exactly once whatever was killed when.
+
+A child whose code is that of a program already stored in the run (up to formatting, comments and
+docstrings: `kernelsmith.evolve.identity`), its parent most often, is not evaluated again: it takes
+that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
+as an iteration.
 """
 
 from __future__ import annotations
@@ -16,15 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
+from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
 from kernelsmith.evolve.outputs import write_best, write_summary
-from kernelsmith.evolve.program import NO_PROGRAM, Program
+from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate
@@ -43,6 +50,15 @@ class Event:
     total: int
 
 
+def _about_the_program(record: dict) -> bool:
+    """A stored verdict that says something about the program, not about the machine then: a
+    timeout can come from load, a worker lost twice from the host (the service's cache uses the
+    same rule, kernelsmith.serve.service.cacheable)."""
+    if record.get("status") == "timeout":
+        return False
+    return not (record.get("status") == "runtime_error" and str(record.get("error") or "").startswith("the evaluation worker"))
+
+
 class Engine:
     def __init__(self, task: Task, cfg: EvolveConfig, run_dir: str | Path, backend: EvalBackend,
                  llm: LLMClient | None, seed_code: str | None = None,
@@ -57,6 +73,7 @@ class Engine:
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
+        self.evaluated: dict[str, int] = {}  # normalised source hash -> id of the first program stored with it
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -90,6 +107,9 @@ class Engine:
             if ok and (self.best is None or score > self.best.score):
                 self.best = self.store.get(pid)
                 self.since_best = 0
+        # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
+        for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
+            self.evaluated.setdefault(source_hash(code), pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -109,11 +129,18 @@ class Engine:
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
     async def _evaluate(self, program: Program) -> Program:
-        try:
-            result = await asyncio.wrap_future(self.backend.submit(self.task, program.code))
-        except TaskError as exc:
-            raise UserError(str(exc)) from None
-        program.with_verdict(result)
+        twin = self.evaluated.get(source_hash(program.code))
+        twin_eval = self.store.get(twin).eval if twin is not None else None
+        if twin_eval is not None and _about_the_program(twin_eval):  # the same program again: a second
+            # timing would only add noise
+            program.with_verdict(EvalResult.model_validate(twin_eval))
+            program.eval[REUSED_FROM] = twin
+        else:
+            try:
+                result = await asyncio.wrap_future(self.backend.submit(self.task, program.code))
+            except TaskError as exc:
+                raise UserError(str(exc)) from None
+            program.with_verdict(result)
         program.descriptors = describe(program.code, program.eval, self.cfg.archive.features)
         annotate(program)
         return program
@@ -182,6 +209,8 @@ class Engine:
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
+        if p.code is not None:
+            self.evaluated.setdefault(source_hash(p.code), p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score)
         improved = p.ok and (self.best is None or p.score > self.best.score)

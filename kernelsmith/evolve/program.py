@@ -22,6 +22,9 @@ FAILURE_SCORES = {
     Status.incorrect.value: 0.02,
 }
 FLAGGED_SCORE = 0.05  # correct but flagged (a cheat: torch doing the work, a forged time, ...)
+# The key, in a program's stored `eval` record, of the program whose verdict it copied: the store
+# has no column for it and no migrations, and `eval` is the free-form record of the verdict.
+REUSED_FROM = "reused_from"
 
 
 def normalized_code(code: str) -> str:
@@ -79,6 +82,12 @@ class Program:
     @property
     def code_hash(self) -> str | None:
         return code_hash(self.code) if self.code is not None else None
+
+    @property
+    def reused_from(self) -> int | None:
+        """The id of the program whose verdict this one carries (the same program up to formatting,
+        so it was not evaluated again); None when it was evaluated itself."""
+        return (self.eval or {}).get(REUSED_FROM)
 
     @property
     def ok(self) -> bool:
