@@ -198,18 +198,22 @@ def evolve_cmd(
 
 
 def _print_report(report, json_out: bool, html: Path | None = None) -> None:
+    """Print the results, then write the HTML page: a page that cannot be written loses no result."""
     from kernelsmith.suite.table import report_lines, rows_table
 
+    if json_out:
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        console.print(rows_table(report))
+        for line in report_lines(report):
+            console.print(line, highlight=False, soft_wrap=True)
     if html is not None:
         from kernelsmith.report import write_suite_report
 
-        write_suite_report(report, html)
-    if json_out:
-        sys.stdout.write(report.to_json() + "\n")
-        return
-    console.print(rows_table(report))
-    for line in report_lines(report):
-        console.print(line, highlight=False, soft_wrap=True)
+        try:
+            write_suite_report(report, html)
+        except UserError as exc:
+            fail(str(exc), exc.exit_code)
 
 
 @app.command("bench")
@@ -224,7 +228,8 @@ def bench_cmd(
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
-    html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page"),
+    html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page "
+                                           "(a directory: suite_report.html inside it)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress, only the report"),
 ) -> None:
     """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
@@ -301,7 +306,9 @@ def evolve_suite_cmd(
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
-    _print_report(report, json_out, html or runs_dir / "suite_report.html")
+    from kernelsmith.report.suite_report import SUITE_REPORT_NAME
+
+    _print_report(report, json_out, html or runs_dir / SUITE_REPORT_NAME)
 
 
 @app.command("runs")
@@ -339,7 +346,8 @@ def runs_cmd(
 @app.command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="a run directory made by `kernelsmith evolve`"),
-    out: Path | None = typer.Option(None, help="where the page goes [default: RUN_DIR/report.html]"),
+    out: Path | None = typer.Option(None, help="where the page goes: a file, or a directory for its report.html "
+                                         "[default: RUN_DIR/report.html]"),
 ) -> None:
     """Write a self-contained HTML report of a run (opens with no network)."""
     from kernelsmith.report import write_run_report
@@ -358,6 +366,7 @@ def export_cmd(
 ) -> None:
     """Print every program of a run, oldest first."""
     import json
+    import sqlite3
 
     from kernelsmith.evolve.outputs import export_rows
     from kernelsmith.evolve.store import RunStore
@@ -365,13 +374,18 @@ def export_cmd(
     if fmt != "jsonl":
         fail(f"--format {fmt}: the only format is jsonl")
     try:
-        store = RunStore(run_dir, create=False)
+        store = RunStore.open_readonly(run_dir)  # reading never writes: not even the schema
+        try:
+            rows = list(export_rows(store))  # all read before any is printed: a damaged store prints nothing
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{store.path} is not a readable run store: {exc}") from None
+        finally:
+            store.close()
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     out = sys.stdout
-    for row in export_rows(store):
+    for row in rows:
         out.write(json.dumps(row) + "\n")
-    store.close()
 
 @app.command("doctor")
 def doctor_cmd(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,22 @@ def test_task_whose_get_inputs_raises_is_a_task_error(tmp_path, case):
         "    return [torch.randn(M, N)]", '    raise RuntimeError("task bug in get_inputs")'))
     p = ks("eval", task, case("rowsum_triton"), "--device", "cpu", "--trials", "1", timeout=120)
     assert_usage_error(p, "task bug in get_inputs")
+
+
+def test_bench_html_to_a_directory_and_a_page_that_cannot_be_written(tmp_path):
+    suite, solutions, pages = tmp_path / "suite", tmp_path / "solutions", tmp_path / "pages"
+    for d in (suite, solutions, pages):
+        d.mkdir()
+    shutil.copy(REPO / "examples/suite/row_sum.py", suite)  # no solution: reported missing, nothing evaluated
+    p = ks("bench", suite, "--solutions", solutions, "--device", "cpu", "--quiet", "--html", pages, timeout=120)
+    assert p.returncode == 0 and "Traceback" not in p.stderr + p.stdout, (p.stdout[-2000:], p.stderr[-3000:])
+    assert 'id="suite-chart"' in (pages / "suite_report.html").read_text()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["pages", "solutions", "suite"]  # no pages.tmp
+    # a page that cannot be written: the results are printed first, then one line and exit 2
+    (tmp_path / "a_file").write_text("x")
+    p = ks("bench", suite, "--solutions", solutions, "--device", "cpu", "--json",
+           "--html", tmp_path / "a_file" / "bench.html", timeout=120)
+    assert_usage_error(p, "cannot write", "a_file is not a directory")
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["tasks"] == 1 and report["rows"][0]["status"] == "missing"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a_file", "pages", "solutions", "suite"]

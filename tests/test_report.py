@@ -253,3 +253,36 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
     assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
     save_screenshot(d, tmp_path, "suite_report.png")
+
+
+def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_path):
+    import json
+    import signal
+
+    from kernelsmith.evolve.run import run_evolve
+
+    run = tmp_path / "run"
+    said: list[str] = []
+
+    def say(text: str) -> None:
+        said.append(text)
+        if "iteration 0" in text:  # the seed is stored: Ctrl-C, as a user would press it
+            signal.raise_signal(signal.SIGINT)
+
+    with ScriptedServer([], default=fenced(FAST)) as server:
+        cfg = load_config(None, {
+            "iterations": 4, "max_in_flight": 1, "random_seed": 3,
+            "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
+            "archive": {"islands": 1, "migration_interval": 0}, "evaluation": {"device": "cpu"}})
+        with pytest.raises(KeyboardInterrupt):
+            run_evolve(Task.from_file(TASK), SEED.read_text(), cfg, run, say, backend=cpu_pool)
+    store = RunStore.open_readonly(run)
+    stored = store.count()
+    store.close()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and summary["programs"] == stored >= 1
+    assert summary["iterations_done"] < 4 and summary["best"]["operator"] == "seed"
+    html = (run / "report.html").read_text()
+    assert '"stop_reason":"interrupted"' in html
+    assert not list(run.glob("*.tmp"))
+    assert any(line.startswith("interrupted; summary: ") for line in said), said

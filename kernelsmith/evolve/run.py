@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -11,6 +13,7 @@ from kernelsmith.errors import UserError
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event
+from kernelsmith.evolve.outputs import write_summary
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress
 from kernelsmith.serve.backends import open_backend
@@ -76,6 +79,23 @@ def best_text(e: Event) -> str | None:
     return f"{e.best.speedup:.3g}x vs eager{compiled} (program #{e.best.id}, iteration {e.best.iteration})"
 
 
+def _outputs_on_interrupt(engine: Engine, task: Task, cfg: EvolveConfig, say: Callable[[str], None]) -> None:
+    """summary.json and report.html of what is stored when Ctrl-C stops a run, as at its end."""
+    from kernelsmith.report import write_run_report
+
+    try:
+        if engine.store.get_meta("task_hash") != task.hash:
+            return  # stopped before the run directory was claimed: it may hold another task's run
+        hardware = engine.hardware or engine.store.get_meta("hardware") or {}
+        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted",
+                      time.monotonic() - engine.started)
+        report = write_run_report(engine.run_dir)
+    except (OSError, UserError, sqlite3.DatabaseError) as exc:  # the interrupt, not this, is what the user sees
+        say(f"interrupted; could not write the run's summary and report: {exc}")
+        return
+    say(f"interrupted; summary: {engine.run_dir / 'summary.json'}; report: {report}")
+
+
 def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Path, say: Callable[[str], None],
                backend: EvalBackend | None = None, view: LiveProgress | None = None) -> dict:
     """One search, start to end (or resumed); returns summary.json's content. `view`, when
@@ -97,6 +117,9 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
     try:
         say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
         summary = asyncio.run(engine.run())
+    except KeyboardInterrupt:
+        _outputs_on_interrupt(engine, task, cfg, say)
+        raise
     finally:
         engine.store.close()
         if own_pool:

@@ -93,12 +93,18 @@ class RunStore:
         if not path.is_file():
             raise UserError(f"{run_dir} is not a run directory (no {STORE_NAME})")
         live = path.with_name(path.name + "-wal").exists()
+        db = None
         try:
             db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
             db.execute("PRAGMA busy_timeout=10000")
-            db.execute("SELECT 1 FROM programs LIMIT 1")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
             raise UserError(f"{path} is not a readable run store: {exc}") from None
+        if not {"meta", "programs"} <= tables:  # an empty file, or another program's database
+            db.close()
+            raise UserError(f"{path} is not a run store (no meta and programs tables)")
         store = cls.__new__(cls)
         store.run_dir, store.path, store.db = run_dir, path, db
         return store
@@ -138,8 +144,12 @@ class RunStore:
     @staticmethod
     def _row(row: sqlite3.Row) -> Program:
         d = dict(row)
-        for col in _JSON_COLS:
-            d[col] = json.loads(d[col]) if d[col] is not None else None
+        try:
+            for col in _JSON_COLS:
+                d[col] = json.loads(d[col]) if d[col] is not None else None
+        except (ValueError, TypeError) as exc:
+            # Damaged bytes can still form a row: report it as the damaged store it is.
+            raise sqlite3.DatabaseError(f"program {d.get('id')} is malformed ({col}: {exc})") from None
         d["inspiration_ids"] = d["inspiration_ids"] or []
         d["flags"] = d["flags"] or []
         d["descriptors"] = d["descriptors"] or {}

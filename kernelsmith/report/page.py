@@ -8,11 +8,14 @@ put into the document by the scripts as text nodes, never as markup.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
 import os
 from pathlib import Path
+
+from kernelsmith.errors import UserError
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -61,10 +64,24 @@ def render_page(title: str, body: str, data: object, scripts: list[str], styles:
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write through a temporary file, so a reader never sees half a report."""
+    """Write through a temporary file, so a reader never sees half a report. A path that cannot
+    be written is a UserError, and leaves no temporary file behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        # FileExistsError comes from mkdir only: a file stands where a directory of the path should be
+        why = f"{exc.filename} is not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise UserError(f"cannot write {path}: {why}") from None
     return path
+
+
+def out_path(out: Path, default_name: str) -> Path:
+    """`out`, or the default file name inside it when it is an existing directory."""
+    out = Path(out)
+    return out / default_name if out.is_dir() else out

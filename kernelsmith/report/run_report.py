@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from kernelsmith.report.page import render_page, write_atomic
+from kernelsmith.report.page import out_path, render_page, write_atomic
 from kernelsmith.report.run_data import load_run
 
 REPORT_NAME = "report.html"
@@ -40,9 +40,10 @@ _BODY = """<header><h1 id="title">kernelsmith run</h1><p id="subtitle"></p></hea
 
 
 def write_run_report(run_dir: Path, out: Path | None = None) -> Path:
-    """Write the report of `run_dir` to `out` (default `run_dir/report.html`) and return its path."""
+    """Write the report of `run_dir` to `out` (default `run_dir/report.html`; a directory gets a
+    report.html inside) and return its path."""
     run_dir = Path(run_dir)
     data = load_run(run_dir)
     title = f"kernelsmith run: {data.task_name or run_dir.name}"
     page = render_page(title, _BODY, asdict(data), scripts=["common.js", "report.js"], styles=["report.css"])
-    return write_atomic(Path(out) if out is not None else run_dir / REPORT_NAME, page)
+    return write_atomic(out_path(out if out is not None else run_dir, REPORT_NAME), page)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsmith.report.page import render_page, write_atomic
+from kernelsmith.report.page import out_path, render_page, write_atomic
 from kernelsmith.suite.bench import BenchReport
+
+SUITE_REPORT_NAME = "suite_report.html"
 
 # Trusted markup only; suite.js fills it from the data blob.
 _BODY = """<header><h1 id="title">kernelsmith bench</h1><p id="subtitle"></p></header>
@@ -23,7 +25,8 @@ _BODY = """<header><h1 id="title">kernelsmith bench</h1><p id="subtitle"></p></h
 
 
 def write_suite_report(report: BenchReport, out: Path) -> Path:
-    """Write the HTML report of a suite benchmark to `out` and return its path."""
+    """Write the HTML report of a suite benchmark to `out` (a directory gets a suite_report.html
+    inside) and return its path."""
     page = render_page(f"kernelsmith bench: {report.suite}", _BODY, report.model_dump(mode="json"),
                        scripts=["common.js", "suite.js"], styles=["report.css"])
-    return write_atomic(Path(out), page)
+    return write_atomic(out_path(out, SUITE_REPORT_NAME), page)
