@@ -10,24 +10,43 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kernelsmith.cli_errors import fail, print_error
+from kernelsmith.cli_errors import check_paths, fail, print_error, size_flag
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 from kernelsmith.serve.cli import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# -h as well as --help; every subcommand inherits it from this context.
+app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Evolve fast, verified GPU kernels for PyTorch operators.")
 console = Console()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kernelsmith import __version__
+
+        print(f"kernelsmith {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
     """Evolve fast, verified GPU kernels for PyTorch operators."""
 
 
 class Device(str, Enum):
     cuda = "cuda"
     cpu = "cpu"
+
+
+class Mutator(str, Enum):
+    """An Enum, not a str, so that --help lists the choices (evolve.run.MUTATORS)."""
+
+    llm = "llm"
+    tune = "tune"
 
 
 def _defaults():
@@ -103,7 +122,7 @@ def eval_cmd(
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
     memory_limit: str = typer.Option("8G", help="host memory limit for the candidate, e.g. 3G"),
     trials: int = typer.Option(_defaults().trials, min=1, help="correctness trials, each on fresh random inputs"),
-    compile_baseline: bool | None = typer.Option(None, help="also time torch.compile of the reference [default: on for cuda, off for cpu]"),
+    compile_baseline: bool | None = typer.Option(None, help="also time torch.compile of the reference \\[default: on for cuda, off for cpu]"),
     cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
     torch_ops: str = typer.Option(_defaults().torch_ops, help="partial: library ops may do part of the work "
                                   "(KernelBench's rule); none: any library compute in forward fails"),
@@ -114,9 +133,12 @@ def eval_cmd(
     from kernelsmith.task import Task
 
     try:
+        check_paths("file", "task file", task)
+        check_paths("file", "candidate file", candidate)
         t = Task.from_file(task)
         c = Candidate.from_file(candidate)
-        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, memory_limit=memory_limit,
+        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout,
+                               memory_limit=size_flag(memory_limit, "--memory-limit"),
                                trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache,
                                torch_ops=torch_ops)
         result = evaluate(t, c, opts)
@@ -148,22 +170,35 @@ def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Devic
     return overrides
 
 
+def _check_model(llm_base_url: str | None, model: str | None, config: Path | None, mutator: str) -> None:
+    """An endpoint without a model would send every request for the placeholder model "default":
+    refuse before the first call, unless the config file names the models."""
+    from kernelsmith.evolve.config import read_config_file
+
+    if llm_base_url is None or model is not None or mutator != "llm":
+        return
+    llm = read_config_file(config).get("llm") if config else None
+    if not (isinstance(llm, dict) and llm.get("models")):
+        raise UserError("--llm-base-url needs --model (the model's name at that endpoint), "
+                        "or a config file whose [llm] lists models")
+
+
 @app.command("evolve")
 def evolve_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file"),
     seed: Path | None = typer.Option(None, help="starting candidate (ModelNew); without it the LLM translates the reference first"),
     llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"),
     model: str | None = typer.Option(None, help="model name at that endpoint (a config can list an ensemble)"),
-    iterations: int | None = typer.Option(None, min=0, help="iterations in total, the start not counted [default: 40]"),
-    run_dir: Path | None = typer.Option(None, help="where the run lives [default: runs/TASK]; an existing run there resumes"),
-    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) [default: cuda]"),
+    iterations: int | None = typer.Option(None, min=0, help="iterations in total, the start not counted \\[default: 40]"),
+    run_dir: Path | None = typer.Option(None, help="where the run lives \\[default: runs/TASK]; an existing run there resumes"),
+    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
     max_cost: float | None = typer.Option(None, help="stop proposing once the run has cost this many USD"),
     max_tokens: int | None = typer.Option(None, help="stop proposing after this many tokens in total"),
     time_limit: float | None = typer.Option(None, help="stop proposing after this many seconds"),
     early_stop: int | None = typer.Option(None, help="stop after this many iterations without a new best"),
-    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
-    mutator: str = typer.Option("llm", help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
+    mutator: Mutator = typer.Option(Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
     small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
@@ -176,12 +211,17 @@ def evolve_cmd(
     from kernelsmith.evolve.run import default_run_dir, evolve_config, load_task, run_evolve
 
     try:
+        check_paths("file", "task file", task)
+        check_paths("file", "seed file", seed)
+        check_paths("file", "config file", config)
+        check_paths("dir", "run directory", run_dir)
+        _check_model(llm_base_url, model, config, mutator.value)
         overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
                                       iterations=iterations, max_cost=max_cost, max_tokens=max_tokens,
                                       time_limit=time_limit, early_stop=early_stop, workers=workers)
         t = load_task(task, small)
         seed_code = Candidate.from_file(seed).source if seed else None
-        cfg = evolve_config(config, overrides, mutator)
+        cfg = evolve_config(config, overrides, mutator.value)
         if quiet or json_out:
             summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), lambda text: None)
         else:
@@ -222,7 +262,7 @@ def bench_cmd(
     solutions: Path = typer.Option(..., help="solutions at the same relative paths as the tasks"),
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
     small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
-    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
@@ -241,6 +281,8 @@ def bench_cmd(
     from kernelsmith.suite.scale import shrink
 
     try:
+        check_paths("dir", "suite directory", suite_dir)
+        check_paths("dir", "solutions directory", solutions)
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
         total = len(scan_suite(suite_dir).tasks)
         backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
@@ -270,20 +312,20 @@ def evolve_suite_cmd(
     suite_dir: Path = typer.Argument(..., help="a folder of task files"),
     seeds: Path | None = typer.Option(None, help="starting candidates at the same relative paths (else the LLM translates)"),
     runs_dir: Path = typer.Option(Path("runs/suite"), help="one run directory per task below it, and the report"),
-    iterations: int | None = typer.Option(None, min=0, help="iterations per task [default: 40]"),
-    mutator: str = typer.Option("llm", help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    iterations: int | None = typer.Option(None, min=0, help="iterations per task \\[default: 40]"),
+    mutator: Mutator = typer.Option(Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
     llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint"),
     model: str | None = typer.Option(None, help="model name at that endpoint"),
-    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) [default: cuda]"),
+    device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
     small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
-    workers: int | None = typer.Option(None, min=1, help="evaluation workers [default: one per GPU; 1 on the CPU]"),
+    workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print the suite report as one JSON object on the last line"),
-    html: Path | None = typer.Option(None, help="where the HTML suite report goes [default: RUNS_DIR/suite_report.html]"),
+    html: Path | None = typer.Option(None, help="where the HTML suite report goes \\[default: RUNS_DIR/suite_report.html]"),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
     from contextlib import closing
@@ -293,9 +335,14 @@ def evolve_suite_cmd(
     from kernelsmith.suite.evolve_suite import evolve_suite
 
     try:
+        check_paths("dir", "suite directory", suite_dir)
+        check_paths("dir", "seeds directory", seeds)
+        check_paths("dir", "runs directory", runs_dir)
+        check_paths("file", "config file", config)
+        _check_model(llm_base_url, model, config, mutator.value)
         overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
                                       iterations=iterations, workers=workers)
-        cfg = evolve_config(config, overrides, mutator)
+        cfg = evolve_config(config, overrides, mutator.value)
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
             if quiet or json_out:
                 report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None)
@@ -321,10 +368,13 @@ def runs_cmd(
 
     from kernelsmith.evolve.runs import find_runs
 
+    skipped: list[tuple[str, str]] = []
     try:
-        runs = find_runs(root)
+        runs = find_runs(root, skipped=skipped)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
+    for folder, why in skipped:  # on stderr: --json's last line stays the list
+        print(f"skipped {folder}: {why}", file=sys.stderr)
     if json_out:
         sys.stdout.write(json.dumps([r.as_dict() for r in runs]) + "\n")
         return
@@ -347,12 +397,13 @@ def runs_cmd(
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="a run directory made by `kernelsmith evolve`"),
     out: Path | None = typer.Option(None, help="where the page goes: a file, or a directory for its report.html "
-                                         "[default: RUN_DIR/report.html]"),
+                                         "\\[default: RUN_DIR/report.html]"),
 ) -> None:
     """Write a self-contained HTML report of a run (opens with no network)."""
     from kernelsmith.report import write_run_report
 
     try:
+        check_paths("dir", "run directory", run_dir)
         path = write_run_report(run_dir, out)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
@@ -374,6 +425,7 @@ def export_cmd(
     if fmt != "jsonl":
         fail(f"--format {fmt}: the only format is jsonl")
     try:
+        check_paths("dir", "run directory", run_dir)
         store = RunStore.open_readonly(run_dir)  # reading never writes: not even the schema
         try:
             rows = list(export_rows(store))  # all read before any is printed: a damaged store prints nothing
@@ -442,11 +494,33 @@ _mount_subcommands()
 
 
 def main() -> None:
+    """Run the app; a usage error (bad flag, bad choice, missing argument) is one `error:` line and
+    exit 2, like every other error the user can cause, not click's or rich's box."""
+    try:  # typer vendors click from 0.2x on: its exceptions are not the `click` package's
+        from typer._click import exceptions as click
+    except ImportError:
+        from click import exceptions as click
+
     try:
-        app()
+        code = app(standalone_mode=False, prog_name="kernelsmith")
+    except click.NoArgsIsHelpError as exc:  # `kernelsmith`, `kernelsmith data`: the help
+        if exc.format_message():  # the help text; typer's rich help has printed itself already
+            print(exc.format_message())
+        sys.exit(2)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        print_error(exc.format_message() + hint)
+        sys.exit(2)
+    except click.ClickException as exc:
+        print_error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        print_error("aborted")
+        sys.exit(1)
     except UserError as exc:
         print_error(str(exc))
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

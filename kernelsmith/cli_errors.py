@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelsmith.errors import UserError
 
@@ -14,7 +16,8 @@ err_console = Console(stderr=True)
 
 
 def print_error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Escaped: a message may hold brackets ("[evaluation] memory_limit") that are not markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -29,3 +32,25 @@ def user_errors() -> Iterator[None]:
         yield
     except UserError as exc:
         fail(str(exc), exc.exit_code)
+
+
+def size_flag(text: str, flag: str) -> int:
+    """A size flag's value in bytes; a bad one is a UserError that names the flag."""
+    from kernelsmith.evaluate.options import parse_size
+
+    try:
+        return parse_size(text)
+    except UserError as exc:
+        raise UserError(f"{flag}: {exc}") from None
+
+
+def check_paths(want: str, what: str, *paths: Path | None) -> None:
+    """Each path that exists must be a "file" or a "dir" (`want`); one of the other kind is named
+    as such. A missing path is left to the command, whose message says what it looked for."""
+    for p in paths:
+        if p is None:
+            continue
+        if want == "file" and Path(p).is_dir():
+            raise UserError(f"{what} {p} is a directory, not a file")
+        if want == "dir" and Path(p).exists() and not Path(p).is_dir():
+            raise UserError(f"{what} {p} is not a directory")

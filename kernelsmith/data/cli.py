@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kernelsmith.cli_errors import fail
+from kernelsmith.cli_errors import check_paths, fail
 from kernelsmith.errors import UserError
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -105,6 +105,7 @@ def sft_cmd(
     from kernelsmith.data.sft import build_sft
 
     try:
+        check_paths("dir", "run directory", *run_dirs)
         result = build_sft(run_dirs, min_gain=min_gain, max_per_task=max_per_task, exclude=_exclusions(exclude_tasks))
         write_jsonl(result.rows, out)
     except UserError as exc:
@@ -118,6 +119,7 @@ def rl_cmd(run_dirs: list[Path] = _RUN_DIRS, out: Path = _OUT, exclude_tasks: Pa
     from kernelsmith.data.rl import build_rl
 
     try:
+        check_paths("dir", "run directory", *run_dirs)
         result = build_rl(run_dirs, exclude=_exclusions(exclude_tasks))
         write_jsonl(result.rows, out)
     except UserError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.options import EvalOptions, parse_size
 from kernelsmith.serve.backends import BackendConfig
 from kernelsmith.llm.config import LLMConfig
 
@@ -113,6 +113,8 @@ def _expand(value, where: str):
 
 def read_config_file(path: str | Path) -> dict:
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"config file {p} is a directory, not a file")
     if not p.is_file():
         raise UserError(f"config file {p} does not exist")
     text = p.read_text(encoding="utf-8")
@@ -136,8 +138,19 @@ def read_config_file(path: str | Path) -> dict:
     return _expand(data, str(p))
 
 
+def _check_sizes(data: dict, where: str) -> None:
+    """A bad size is a UserError from inside validation, which would not name its setting: check it first."""
+    evaluation = data.get("evaluation")
+    if isinstance(evaluation, dict) and "memory_limit" in evaluation:
+        try:
+            parse_size(evaluation["memory_limit"])
+        except UserError as exc:
+            raise UserError(f"{where}: [evaluation] memory_limit: {exc}") from None
+
+
 def build_config(data: dict, where: str = "config") -> EvolveConfig:
     """An EvolveConfig from plain data; a bad field is one line naming its dotted path."""
+    _check_sizes(data, where)
     try:
         return EvolveConfig.model_validate(data)
     except ValidationError as exc:
@@ -155,6 +168,9 @@ def deep_update(base: dict, updates: dict) -> dict:
 
 def load_config(path: str | Path | None, overrides: dict | None = None) -> EvolveConfig:
     """The file's settings (if any), then the flags' `overrides` (nested dicts) on top."""
-    data = read_config_file(path) if path else {}
-    where = f"config file {path}" if path else "options"
-    return build_config(deep_update(data, overrides or {}), where)
+    if not path:
+        return build_config(overrides or {}, "options")
+    data = read_config_file(path)
+    # The file alone first: a bad value in it is an error even where a flag would override it.
+    build_config(data, f"config file {path}")
+    return build_config(deep_update(data, overrides or {}), "options")

@@ -41,8 +41,9 @@ def _read(path: Path) -> RunInfo:
                    updated=time.strftime(fmt, time.localtime(path.stat().st_mtime)))
 
 
-def find_runs(root: Path, max_depth: int = 4) -> list[RunInfo]:
-    """Every run directory at most `max_depth` levels below `root` (root itself included), by path."""
+def find_runs(root: Path, max_depth: int = 4, skipped: list[tuple[str, str]] | None = None) -> list[RunInfo]:
+    """Every run directory at most `max_depth` levels below `root` (root itself included), by path.
+    Folders with a store that cannot be read are appended to `skipped` as (folder, why)."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"{root} is not a folder")
@@ -51,6 +52,7 @@ def find_runs(root: Path, max_depth: int = 4) -> list[RunInfo]:
     for store in sorted(stores):
         try:
             runs.append(_read(store))
-        except (UserError, sqlite3.DatabaseError):
-            continue  # not a kernelsmith store, or one being created right now
+        except (UserError, sqlite3.DatabaseError) as exc:  # not a kernelsmith store, or one being created now
+            if skipped is not None:
+                skipped.append((str(store.parent), str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
     return runs
