@@ -14,8 +14,9 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-STATUS_STYLE = {"correct": "green", "incorrect": "red", "compile_error": "dark_orange", "runtime_error": "magenta",
-                "timeout": "magenta", "rejected": "grey50", "no_program": "grey50", "missing": "grey50"}
+STATUS_STYLE = {"correct": "green", "flagged": "yellow", "incorrect": "red", "compile_error": "dark_orange",
+                "runtime_error": "magenta", "timeout": "magenta", "rejected": "grey50", "no_program": "grey50",
+                "missing": "grey50"}
 
 
 class LiveProgress:
@@ -51,6 +52,13 @@ class LiveProgress:
         self.counts.clear()
         self.best = "no correct program yet"
         self.progress.reset(self.bar, total=total, completed=completed, description=what)
+        self.live.update(self._render())
+
+    def resume(self, completed: int, counts: dict[str, int], best: str | None) -> None:
+        """Start from what a resumed run has stored: its iterations done, counts per status, best."""
+        self.counts = Counter(counts)
+        self.best = best or "no correct program yet"
+        self.progress.reset(self.bar, completed=completed)  # a fresh clock: the ETA counts this session
         self.live.update(self._render())
 
     def step(self, status: str, best: str | None = None, completed: int | None = None) -> None:

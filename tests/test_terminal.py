@@ -44,3 +44,47 @@ def test_evolve_progress_quiet_and_runs_listing(tmp_path):
     assert rows[0]["best_speedup"] > 0 and rows[0]["run_dir"].endswith("elementwise")
     missing = ks("runs", tmp_path / "nowhere")
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+
+
+def test_a_resumed_run_shows_its_stored_progress(cpu_pool, tmp_path):
+    """Issue 15, item 14: the live view of a resumed run starts from what the store holds (iterations
+    done, correct programs by the success rule, the best) and counts on from there."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelsmith.evolve.run import evolve_config, run_evolve
+    from kernelsmith.evolve.store import RunStore
+    from kernelsmith.progress import LiveProgress
+    from kernelsmith.task import Task
+
+    task, seed = Task.from_file(case_path("elementwise_task")), case_path("elementwise_small_blocks").read_text()
+    run_dir = tmp_path / "run"
+
+    def run(iterations: int) -> tuple[LiveProgress, str, list[str]]:
+        cfg = evolve_config(None, {"iterations": iterations, "evaluation": {"device": "cpu"}}, "tune")
+        console, lines = Console(file=StringIO(), width=200), []
+        with LiveProgress(console, task.name, iterations) as view:
+            run_evolve(task, seed, cfg, run_dir, lines.append, backend=cpu_pool, view=view)
+        return view, console.file.getvalue(), lines
+
+    def stored() -> tuple[int, int, object]:
+        store = RunStore(run_dir, create=False)
+        try:
+            programs = store.all()
+            return sum(p.iteration > 0 for p in programs), sum(p.ok for p in programs), store.best()
+        finally:
+            store.close()
+
+    run(2)
+    done, correct, best = stored()
+    assert (done, correct) == (2, 3) and best is not None and best.speedup > 0
+    for iterations, expect_done in ((2, 2), (3, 3)):  # nothing left to do; then one more iteration
+        view, text, lines = run(iterations)
+        done, correct, best = stored()
+        assert done == expect_done and view.progress.tasks[0].completed == done
+        assert view.counts["correct"] == correct and sum(view.counts.values()) == done + 1
+        assert view.best.startswith(f"{best.speedup:.3g}x vs eager") and f"(program #{best.id}," in view.best
+        assert f"{done}/{iterations}" in text and f"correct {correct}" in text, text
+        assert f"best so far: {best.speedup:.3g}x" in text, text
+        assert any(line.startswith("resuming: 2/") and "3 correct programs" in line for line in lines), lines

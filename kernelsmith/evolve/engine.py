@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -50,6 +50,21 @@ class Event:
     total: int
 
 
+@dataclass
+class Resumed:
+    """What a resumed run starts from, told once before its first new iteration."""
+
+    best: Program | None
+    done: int  # iterations 1..N stored
+    total: int
+    counts: dict[str, int]  # stored programs per `shown_status`
+
+
+def shown_status(status: str, flags) -> str:
+    """A program's status as progress counts it: "flagged" for a correct one that is not a success."""
+    return "flagged" if status == "correct" and not is_success(status, flags) else status
+
+
 def _about_the_program(record: dict) -> bool:
     """A stored verdict that says something about the program, not about the machine then: a
     timeout can come from load, a worker lost twice from the host (the service's cache uses the
@@ -62,12 +77,14 @@ def _about_the_program(record: dict) -> bool:
 class Engine:
     def __init__(self, task: Task, cfg: EvolveConfig, run_dir: str | Path, backend: EvalBackend,
                  llm: LLMClient | None, seed_code: str | None = None,
-                 on_program: Callable[[Event], None] | None = None):
+                 on_program: Callable[[Event], None] | None = None,
+                 on_resume: Callable[[Resumed], None] | None = None):
         self.task, self.cfg, self.backend, self.llm = task, cfg, backend, llm
         self.seed_code = seed_code
         # At least one proposal per evaluation worker, so that no GPU of the pool sits idle.
         self.in_flight = max(cfg.max_in_flight, int(getattr(backend, "workers", 1) or 1))
         self.on_program = on_program or (lambda event: None)
+        self.on_resume = on_resume or (lambda resumed: None)
         self.store = RunStore(run_dir)
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
@@ -78,6 +95,7 @@ class Engine:
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
         self.done = 0  # iterations 1..N stored
+        self.counts: Counter[str] = Counter()  # programs stored per shown_status
         self.started = time.monotonic()
         self.hardware: dict = {}
 
@@ -99,6 +117,7 @@ class Engine:
         for row in self.store.archive_rows():
             pid, iteration, island, status, flags, score, descriptors, has_code, skeleton, config = row
             ok = is_success(status, flags)
+            self.counts[shown_status(status, flags)] += 1
             self._admit(pid, iteration, island, has_code, score, ok, descriptors)
             self.tuning.record(skeleton, config, score)
             if iteration > 0:
@@ -209,6 +228,7 @@ class Engine:
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
+        self.counts[shown_status(p.status, p.flags)] += 1
         if p.code is not None:
             self.evaluated.setdefault(source_hash(p.code), p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
@@ -242,6 +262,8 @@ class Engine:
         self._claim_run_dir()
         self._rebuild()
         stored = self.store.iterations()
+        if stored:
+            self.on_resume(Resumed(self.best, self.done, self.cfg.iterations, dict(self.counts)))
         todo = deque(i for i in range(1, self.cfg.iterations + 1) if i not in stored)
         if 0 not in stored and self.seed_code is None and not self.cfg.operators.uses_llm:
             raise UserError("the tuner alone needs a starting program: give --seed")

@@ -12,7 +12,7 @@ from typing import Callable
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
-from kernelsmith.evolve.engine import Engine, Event
+from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress
@@ -33,6 +33,11 @@ def progress_line(e: Event) -> str:
     best = f"best {e.best.speedup:.3g}x (#{e.best.id})" if e.best and e.best.speedup is not None else "no correct program yet"
     mark = " [bold green]new best[/]" if e.improved else ""
     return f"[{e.done:>3}/{e.total}] #{p.id} iteration {p.iteration} island {p.island} {origin}: {verdict}; {best}{mark}"
+
+
+def resume_line(r: Resumed) -> str:
+    best = f"best {r.best.speedup:.3g}x (#{r.best.id})" if r.best and r.best.speedup is not None else "no correct program yet"
+    return f"resuming: {r.done}/{r.total} iterations stored, {r.counts.get('correct', 0)} correct programs; {best}"
 
 
 def _drop_key_from_environment(cfg: EvolveConfig) -> None:
@@ -72,7 +77,7 @@ def evolve_config(config_path: Path | None, overrides: dict, mutator: str = "llm
     return load_config(config_path, overrides)
 
 
-def best_text(e: Event) -> str | None:
+def best_text(e: Event | Resumed) -> str | None:
     if e.best is None or e.best.speedup is None:
         return None
     compiled = f", {e.best.speedup_vs_compile:.3g}x vs torch.compile" if e.best.speedup_vs_compile else ""
@@ -96,10 +101,41 @@ def _outputs_on_interrupt(engine: Engine, task: Task, cfg: EvolveConfig, say: Ca
     say(f"interrupted; summary: {engine.run_dir / 'summary.json'}; report: {report}")
 
 
+def check_resume(task: Task, run_dir: Path) -> None:
+    """A run directory holding this task at the other size (--small or not) is an error that says
+    so, before anything starts; any other task there is left to the engine's own check."""
+    from kernelsmith.evolve.store import STORE_NAME, RunStore
+    from kernelsmith.suite.scale import shrink
+
+    if not (Path(run_dir) / STORE_NAME).is_file():
+        return
+    try:
+        store = RunStore.open_readonly(run_dir)
+        try:
+            stored_hash, stored = store.get_meta("task_hash"), store.get_meta("task_source")
+        finally:
+            store.close()
+    except (UserError, sqlite3.DatabaseError):
+        return  # the engine reports an unusable store
+    if stored_hash is None or stored_hash == task.hash or not stored:
+        return
+    try:
+        now_small, was_small = shrink(stored) == task.source, shrink(task.source) == stored
+    except ValueError:
+        return
+    if now_small:
+        raise UserError(f"{run_dir} holds a run of this task at full size: run without --small to resume it, "
+                        "or choose another --run-dir")
+    if was_small:
+        raise UserError(f"{run_dir} holds a run of this task cut to its CPU_SIZES (--small): add --small to "
+                        "resume it, or choose another --run-dir")
+
+
 def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Path, say: Callable[[str], None],
                backend: EvalBackend | None = None, view: LiveProgress | None = None) -> dict:
     """One search, start to end (or resumed); returns summary.json's content. `view`, when
     given, shows a live bar with ETA, the best so far and counts per status."""
+    check_resume(task, run_dir)
     llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
     _drop_key_from_environment(cfg)
     own_pool = backend is None
@@ -111,9 +147,14 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
     def on_program(e: Event) -> None:
         say(progress_line(e))
         if view is not None:
-            view.step(e.program.status, best_text(e), completed=e.done)
+            view.step(shown_status(e.program.status, e.program.flags), best_text(e), completed=e.done)
 
-    engine = Engine(task, cfg, run_dir, backend, llm, seed_code, on_program=on_program)
+    def on_resume(r: Resumed) -> None:
+        say(resume_line(r))
+        if view is not None:
+            view.resume(r.done, r.counts, best_text(r))
+
+    engine = Engine(task, cfg, run_dir, backend, llm, seed_code, on_program=on_program, on_resume=on_resume)
     try:
         say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
         summary = asyncio.run(engine.run())
