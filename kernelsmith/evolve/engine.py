@@ -35,6 +35,7 @@ from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate
+from kernelsmith.serve.service import cacheable
 from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
@@ -63,15 +64,6 @@ class Resumed:
 def shown_status(status: str, flags) -> str:
     """A program's status as progress counts it: "flagged" for a correct one that is not a success."""
     return "flagged" if status == "correct" and not is_success(status, flags) else status
-
-
-def _about_the_program(record: dict) -> bool:
-    """A stored verdict that says something about the program, not about the machine then: a
-    timeout can come from load, a worker lost twice from the host (the service's cache uses the
-    same rule, kernelsmith.serve.service.cacheable)."""
-    if record.get("status") == "timeout":
-        return False
-    return not (record.get("status") == "runtime_error" and str(record.get("error") or "").startswith("the evaluation worker"))
 
 
 class Engine:
@@ -150,9 +142,11 @@ class Engine:
     async def _evaluate(self, program: Program) -> Program:
         twin = self.evaluated.get(source_hash(program.code))
         twin_eval = self.store.get(twin).eval if twin is not None else None
-        if twin_eval is not None and _about_the_program(twin_eval):  # the same program again: a second
-            # timing would only add noise
-            program.with_verdict(EvalResult.model_validate(twin_eval))
+        reused = EvalResult.model_validate(twin_eval) if twin_eval is not None else None
+        # The same program again: a second timing would only add noise. Only a verdict about the
+        # program is reused (the service's cache rule: not a timeout, not a lost worker).
+        if reused is not None and cacheable(reused):
+            program.with_verdict(reused)
             program.eval[REUSED_FROM] = twin
         else:
             try:
