@@ -63,17 +63,20 @@ class Applied:
     scoped: bool  # signals and abstract unix sockets confined to the sandbox's processes
 
 
-def restrict(write_dirs: list[str], write_files: list[str]) -> Applied:
+def restrict(write_dirs: list[str], write_files: list[str], *, fs: bool = True, tcp: bool = True,
+             scope_signal: bool = True, scope_unix: bool = True) -> Applied:
     """Confine this process (and what it starts later): writes only beneath `write_dirs`, plain
-    writes to `write_files` (devices), no TCP where the ABI has it, scoped signals where it has
-    them. Raises OSError when the kernel refuses."""
+    writes to `write_files` (devices), no TCP where the ABI has it, scoped signals and abstract
+    unix sockets where it has them. The keywords leave a part out. Raises OSError when the kernel
+    refuses."""
     abi = abi_version()
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
-    handled_fs = _FS_WRITES_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    handled_fs = (_FS_WRITES_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)) if fs else 0
+    tcp = tcp and abi >= 4
+    scoped = ((_SCOPE_ABSTRACT_UNIX if scope_unix else 0) | (_SCOPE_SIGNAL if scope_signal else 0)) if abi >= 6 else 0
     attr = _RulesetAttr(handled_access_fs=handled_fs,
-                        handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
-                        scoped=(_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0)
+                        handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if tcp else 0, scoped=scoped)
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
@@ -81,8 +84,8 @@ def restrict(write_dirs: list[str], write_files: list[str]) -> Applied:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        rules = [(d, handled_fs) for d in write_dirs] + [(f, FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0))
-                                                          for f in write_files]
+        rules = [] if not fs else [(d, handled_fs) for d in write_dirs] + [
+            (f, FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)) for f in write_files]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -102,4 +105,4 @@ def restrict(write_dirs: list[str], write_files: list[str]) -> Applied:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    return Applied(abi=abi, tcp=abi >= 4, scoped=abi >= 6)
+    return Applied(abi=abi, tcp=tcp, scoped=bool(scoped & _SCOPE_SIGNAL))
