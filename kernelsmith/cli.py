@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kernelsmith.cli_errors import check_paths, fail, print_error, size_flag
+from kernelsmith.cli_errors import check_paths, fail, print_error
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 from kernelsmith.serve.cli import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
@@ -138,7 +138,7 @@ def eval_cmd(
         t = Task.from_file(task)
         c = Candidate.from_file(candidate)
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout,
-                               memory_limit=size_flag(memory_limit, "--memory-limit"),
+                               memory_limit=memory_limit,
                                trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache,
                                torch_ops=torch_ops)
         result = evaluate(t, c, opts)

@@ -34,14 +34,17 @@ def user_errors() -> Iterator[None]:
         fail(str(exc), exc.exit_code)
 
 
-def size_flag(text: str, flag: str) -> int:
-    """A size flag's value in bytes; a bad one is a UserError that names the flag."""
+def size_flag(text: str, flag: str, minimum: int = 1) -> int:
+    """A size flag's value in bytes, at least `minimum`; a bad one is a UserError that names the flag."""
     from kernelsmith.evaluate.options import parse_size
 
     try:
-        return parse_size(text)
+        n = parse_size(text)
     except UserError as exc:
         raise UserError(f"{flag}: {exc}") from None
+    if n < minimum:
+        raise UserError(f"{flag}: {text!r} is below the least allowed, {minimum} bytes")
+    return n
 
 
 def check_paths(want: str, what: str, *paths: Path | None) -> None:

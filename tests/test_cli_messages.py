@@ -232,3 +232,35 @@ def test_readme_data_sft_example_runs(tmp_path):
     p = ks(*args, timeout=120)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "sft.jsonl").is_file()
+
+
+# ---- 5: every option checked once, for the CLI, config files and the service alike
+
+@pytest.mark.parametrize("value, needle", [("0", "below the least memory limit"), ("100M", "below the least"),
+                                           ("-5G", "bad size"), ("99999999T", "more memory than any host")])
+def test_memory_limit_out_of_range_names_the_flag(value, needle):
+    p = ks("eval", REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py",
+           "--device", "cpu", "--memory-limit", value)
+    assert_usage_error(p, "--memory-limit", needle)
+
+
+def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('[evaluation]\nmemory_limit = 123\n')
+    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--mutator", "tune", "--device", "cpu",
+           "--run-dir", tmp_path / "run", timeout=120)
+    assert_usage_error(p, "[evaluation] memory_limit", "below the least memory limit")
+
+
+def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
+    cfg = tmp_path / "tol.toml"
+    cfg.write_text('[evaluation]\natol = -1.0\n')
+    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--mutator", "tune", "--device", "cpu",
+           "--run-dir", tmp_path / "run", timeout=120)
+    assert_usage_error(p, "evaluation.atol", "greater than or equal to 0")
+
+
+@pytest.mark.parametrize("args, needle", [(("--max-body", "0"), "--max-body"), (("--max-timeout", "nan"), "--max-timeout")])
+def test_serve_refuses_out_of_range_limits(args, needle):
+    p = ks("serve", "--device", "cpu", *args, timeout=60)
+    assert_usage_error(p, needle, "")

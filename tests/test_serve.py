@@ -87,6 +87,24 @@ def test_bad_requests_get_422_with_the_reason(service):
     assert status == 200 and "/v1/evaluate" in spec["paths"] and "/v1/health" in spec["paths"]
 
 
+BAD_OPTIONS = [("memory_limit", "banana"), ("memory_limit", "-5G"), ("memory_limit", "1e99G"), ("memory_limit", None),
+               ("memory_limit", 123), ("memory_limit", 0), ("timeout", float("nan")), ("atol", -1),
+               ("atol", float("nan")), ("rtol", float("inf")), ("warmup_ms", -5), ("timing_budget_ms", float("-inf"))]
+
+
+def test_every_bad_option_gets_422_naming_it(service):
+    """Each option is checked in the options model: 422 naming the field, never a 500 (NaN and
+    Infinity are what Python's json writes for them) and never accepted to blame the candidate."""
+    url = service.url + "/v1/evaluate"
+    for name, value in BAD_OPTIONS:
+        raw = json.dumps(evaluate_body("x", **{name: value})).encode()  # allow_nan: NaN, Infinity
+        status, _, body = http("POST", url, raw)
+        assert status == 422, (name, value, status, body)
+        assert body["detail"][0]["loc"] == ["body", name], (name, value, body)
+    status, _, body = http("POST", url, evaluate_body("x", min_reps=50, max_reps=10))
+    assert status == 422 and "min_reps (50) is above max_reps (10)" in json.dumps(body), body
+
+
 def test_422_names_the_fields_without_echoing_the_body(service):
     """A 3 MB request that fails validation gets the field names, the messages and short
     excerpts back, not its own 3 MB."""

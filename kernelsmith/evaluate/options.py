@@ -5,16 +5,23 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from kernelsmith.errors import UserError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+# A sandbox is Python + torch before the candidate allocates anything (~0.3 GiB resident, measured):
+# a limit below this blames every candidate for the judge's own footprint.
+MIN_MEMORY_LIMIT = 512 * 2**20
+MAX_MEMORY_LIMIT = 2**50  # 1 PiB: more than any host has; a larger value is a typo
 
 
 def parse_size(text: str | int) -> int:
     """'3G' -> bytes. Binary units; a bare number is bytes."""
+    if isinstance(text, bool) or text is None:
+        raise UserError(f"bad size {text!r}: use a number with an optional unit, e.g. 512M or 3G")
     if isinstance(text, int):
         return text
     m = _SIZE.match(str(text))
@@ -23,13 +30,33 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def _size_text(n: int) -> str:
+    for unit in ("T", "G", "M", "K"):
+        if n % _UNITS[unit.lower()] == 0:
+            return f"{n // _UNITS[unit.lower()]}{unit}"
+    return str(n)
+
+
+def memory_limit_bytes(value: str | int) -> int:
+    """A memory limit in bytes, within [MIN_MEMORY_LIMIT, MAX_MEMORY_LIMIT]; else UserError."""
+    n = parse_size(value)
+    if n < MIN_MEMORY_LIMIT:
+        raise UserError(f"{value!r} is below the least memory limit, {_size_text(MIN_MEMORY_LIMIT)}: the sandbox "
+                        "alone (Python and torch) takes about 0.3G, and a smaller limit blames every candidate")
+    if n > MAX_MEMORY_LIMIT:
+        raise UserError(f"{value!r} is more memory than any host has (at most {_size_text(MAX_MEMORY_LIMIT)})")
+    return n
+
+
 class EvalOptions(BaseModel):
     device: str = "cuda"
+    # Every value is checked here, once, for the CLI, config files and the service alike: finite,
+    # in range (a negative tolerance turns a correct kernel incorrect; NaN breaks every comparison).
     trials: int = Field(default=5, ge=1, le=1000)
-    timeout: float = Field(default=180.0, gt=0, description="wall-clock seconds per candidate")
+    timeout: float = Field(default=180.0, gt=0, allow_inf_nan=False, description="wall-clock seconds per candidate")
     memory_limit: int = Field(default=8 * 2**30, description="host memory (RSS) per candidate, bytes")
-    atol: float | None = None  # None: by output dtype (see checks.tolerances)
-    rtol: float | None = None
+    atol: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: by output dtype (checks.tolerances)
+    rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     # None: on for CUDA; off for the CPU, where inductor's C++ build costs ~40 s per task
     # and interpreter timings are relative only.
     compile_baseline: bool | None = None
@@ -39,8 +66,8 @@ class EvalOptions(BaseModel):
     torch_ops: Literal["partial", "none"] = "partial"
     use_baseline_cache: bool = True
     # Timing: reps grow until `timing_budget_ms` of samples, within [min_reps, max_reps].
-    warmup_ms: float = 100.0
-    timing_budget_ms: float = 400.0
+    warmup_ms: float = Field(default=100.0, ge=0, allow_inf_nan=False)
+    timing_budget_ms: float = Field(default=400.0, ge=0, allow_inf_nan=False)
     min_reps: int = Field(default=20, ge=1)
     max_reps: int = Field(default=1000, ge=1)
 
@@ -54,7 +81,16 @@ class EvalOptions(BaseModel):
     @field_validator("memory_limit", mode="before")
     @classmethod
     def _mem(cls, v):
-        return parse_size(v)
+        try:
+            return memory_limit_bytes(v)
+        except UserError as exc:  # pydantic reports ValueErrors only: a UserError would escape as a crash
+            raise PydanticCustomError("memory_limit", str(exc)) from None
+
+    @model_validator(mode="after")
+    def _reps(self) -> "EvalOptions":
+        if self.min_reps > self.max_reps:
+            raise PydanticCustomError("reps", f"min_reps ({self.min_reps}) is above max_reps ({self.max_reps})")
+        return self
 
     @property
     def wants_compile_baseline(self) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.options import EvalOptions, parse_size
+from kernelsmith.evaluate.options import EvalOptions, memory_limit_bytes
 from kernelsmith.serve.backends import BackendConfig
 from kernelsmith.llm.config import LLMConfig
 
@@ -143,7 +143,7 @@ def _check_sizes(data: dict, where: str) -> None:
     evaluation = data.get("evaluation")
     if isinstance(evaluation, dict) and "memory_limit" in evaluation:
         try:
-            parse_size(evaluation["memory_limit"])
+            memory_limit_bytes(evaluation["memory_limit"])
         except UserError as exc:
             raise UserError(f"{where}: [evaluation] memory_limit: {exc}") from None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 import time
 
 from fastapi import FastAPI, HTTPException
@@ -81,6 +82,8 @@ def _short_error(error: dict) -> dict:
     value = error.get("input")
     if isinstance(value, str):
         out["input"] = _excerpt(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        out["input"] = str(value)  # NaN and Infinity are not JSON: echoed as text
     elif isinstance(value, (bool, int, float)) or value is None:
         out["input"] = value if len(str(value)) <= EXCERPT_CHARS else _excerpt(str(value))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import Enum
 import typer
@@ -39,10 +40,12 @@ def serve_cmd(
 
     if ray_address is not None and backend is not ServeBackend.ray:
         fail("--ray-address needs --backend ray")
+    if not math.isfinite(max_timeout):
+        fail(f"--max-timeout: {max_timeout} is not a number of seconds")
     try:
         cfg = BackendConfig(kind=backend.value, ray_address=ray_address)
         serve(host, port, cfg, device.value, workers, token_env=token_env, max_queue=max_queue,
-              cache_size=cache_size, max_body_bytes=size_flag(max_body, "--max-body"), max_timeout=max_timeout,
+              cache_size=cache_size, max_body_bytes=size_flag(max_body, "--max-body", minimum=16 * 2**10), max_timeout=max_timeout,
               say=lambda text: print(text, flush=True))
     except UserError as exc:
         fail(str(exc), exc.exit_code)
