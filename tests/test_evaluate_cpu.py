@@ -119,6 +119,55 @@ def test_raise_in_forward_is_runtime_error(cpu_pool):
     assert "ValueError: kernelsmith-test: deliberate failure in forward" in r.error
     # The sandbox's scratch directory is not part of the feedback.
     assert "ks-cand-" not in r.error
+    # the candidate's own frame comes first: none of the evaluator's (or torch's module call) above it
+    files = re.findall(r'File "([^"]+)"', r.error)
+    assert files and files[0] == "candidate.py", r.error
+
+
+def _elementwise_variant(old: str, new: str) -> str:
+    code = case_path("elementwise_triton").read_text()
+    assert old in code
+    return code.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("ret, got", [("(out,)", "a tuple of 1 (a tensor)"), ("[out]", "a list of 1 (a tensor)"),
+                                      ("(out, out)", "a tuple of 2 (a tensor, a tensor)"),
+                                      ('{"out": out}', "a dict")])
+def test_output_structure_is_part_of_correctness(cpu_pool, tmp_path, ret, got):
+    """The reference returns a tensor: a tuple, list or dict around the right values is wrong,
+    and the verdict says what is wrong with the output (not the evaluator's traceback)."""
+    path = tmp_path / "candidate.py"
+    path.write_text(_elementwise_variant("        return out\n", f"        return {ret}\n"))
+    r = run(cpu_pool, "elementwise_task", path, FAULT_OPTIONS, as_text=True)
+    assert r.status == Status.incorrect, describe(r)
+    assert f"forward returned {got} where the reference returns a tensor" in r.error, r.error
+    assert "Traceback" not in r.error
+
+
+@pytest.mark.parametrize("init, needle", [
+    ('        super().__init__()\n        raise ValueError("kernelsmith-test: bad init")\n',
+     "ValueError: kernelsmith-test: bad init"),
+    ("        super().__init__()\n        self.scale = {}['missing']\n", "KeyError: 'missing'"),
+])
+def test_init_that_raises_is_runtime_error_in_the_load_stage(cpu_pool, tmp_path, init, needle):
+    path = tmp_path / "candidate.py"
+    path.write_text(_elementwise_variant("        super().__init__()\n", init))
+    r = run(cpu_pool, "elementwise_task", path, FAULT_OPTIONS, as_text=True)
+    assert r.status == Status.runtime_error, describe(r)
+    assert r.error.startswith("building the model failed: ModelNew(*get_init_inputs()) raised"), r.error
+    assert needle in r.error
+    files = re.findall(r'File "([^"]+)"', r.error)
+    assert files and files[0] == "candidate.py", r.error  # the candidate's __init__, not runtime.py
+
+
+def test_init_with_other_arguments_is_runtime_error_in_the_load_stage(cpu_pool, tmp_path):
+    path = tmp_path / "candidate.py"
+    path.write_text(_elementwise_variant("    def __init__(self):\n", "    def __init__(self, hidden, scale):\n"))
+    r = run(cpu_pool, "elementwise_task", path, FAULT_OPTIONS, as_text=True)
+    assert r.status == Status.runtime_error, describe(r)
+    assert r.error.startswith("building the model failed"), r.error
+    assert "missing 2 required positional arguments: 'hidden' and 'scale'" in r.error
+    assert "kernelsmith/evaluate" not in r.error  # no frame of the evaluator's own
 
 
 def test_segfault_is_runtime_error(cpu_pool):

@@ -132,6 +132,60 @@ def flatten_outputs(obj) -> list | None:
     return [obj]
 
 
+# -- the output's structure: a tensor, a tuple of two tensors, a list of one ... is part of correctness
+_MAX_DEPTH = 8
+
+
+def output_structure(obj, depth: int = 0):
+    """A plain, comparable description of a forward's result: "tensor", "number", "None",
+    ["tuple", [...]] / ["list", [...]], or "other:<type>" for anything else (a dict, an object)."""
+    if isinstance(obj, torch.Tensor):
+        return "tensor"
+    if obj is None:
+        return "None"
+    if isinstance(obj, (bool, int, float)):
+        return "number"
+    if isinstance(obj, (tuple, list)) and depth < _MAX_DEPTH:
+        return [type(obj).__name__, [output_structure(x, depth + 1) for x in obj]]
+    return f"other:{type(obj).__name__}"
+
+
+def plain_structure(s) -> bool:
+    """True when every part of the structure crosses to the judge (tensors, numbers, None)."""
+    if isinstance(s, list):
+        return all(plain_structure(x) for x in s[1])
+    return not s.startswith("other:")
+
+
+def describe_structure(s, depth: int = 0) -> str:
+    """'a tensor', 'a tuple of 1 (a tensor)', 'a dict'. `s` may come from a sandbox: anything
+    malformed is described as such, never raised."""
+    if s == "tensor":
+        return "a tensor"
+    if s == "number":
+        return "a number"
+    if s == "None":
+        return "None"
+    if isinstance(s, str) and s.startswith("other:"):
+        return f"a {s[6:][:40]}"
+    if (isinstance(s, (list, tuple)) and len(s) == 2 and s[0] in ("tuple", "list") and isinstance(s[1], (list, tuple))
+            and depth < _MAX_DEPTH):
+        items = s[1]
+        inner = ", ".join(describe_structure(x, depth + 1) for x in items[:4]) + (", ..." if len(items) > 4 else "")
+        return f"a {s[0]} of {len(items)}" + (f" ({inner})" if items else "")
+    return "an output of unknown structure"
+
+
+def structure_mismatch(ref, got) -> str | None:
+    """None when the candidate's output has the reference's structure, else what differs."""
+    def plain(x):  # a pickled tuple and a list of the same items compare equal
+        return [plain(y) for y in x] if isinstance(x, (list, tuple)) else x
+
+    if plain(ref) == plain(got):
+        return None
+    return f"forward returned {describe_structure(got)} where the reference returns {describe_structure(ref)}"
+
+
 def l2_tolerance(rtol: float) -> float:
     return min(0.05, 10.0 * rtol)
 

@@ -23,7 +23,8 @@ from kernelsmith.evaluate import roofline, timing
 from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.baseline_cache import BaselineCache
 from kernelsmith.evaluate.containment import ContainmentError
-from kernelsmith.evaluate.checks import Comparison, compare_outputs, flatten_outputs, weighted_checksums
+from kernelsmith.evaluate.checks import (Comparison, compare_outputs, flatten_outputs, output_structure,
+                                         structure_mismatch, weighted_checksums)
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
 from kernelsmith.evaluate.result import EvalResult
@@ -216,6 +217,9 @@ class Judge:
 
     def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions,
               check_l2: bool = False) -> Comparison:
+        wrong_shape = structure_mismatch(output_structure(ref_out), msg.get("structure"))
+        if wrong_shape:
+            return Comparison(False, message=wrong_shape)
         got = _decode_leaves(msg.get("outputs", []))
         ref_leaves = flatten_outputs(ref_out)
         cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol, check_l2=check_l2)

@@ -7,8 +7,10 @@ so the judge's reference and the sandbox's candidate see bit-identical inputs an
 
 from __future__ import annotations
 
+import os
 import traceback
 import types
+from pathlib import Path
 
 import torch
 
@@ -51,9 +53,33 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def excerpt(exc: BaseException, limit: int = 2500, replace: dict[str, str] | None = None) -> str:
-    """A traceback short enough to be feedback: the last frames and the message."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep  # kernelsmith/
+
+
+def _candidate_first(te: traceback.TracebackException, own_dir: str | None) -> None:
+    """Drop the frames above the candidate's: from its first frame in `own_dir` (the sandbox's
+    scratch, where candidate.py lives) on, or else past the evaluator's own leading frames."""
+    frames = list(te.stack)
+    first = next((i for i, f in enumerate(frames) if own_dir and f.filename.startswith(own_dir)), None)
+    if first is None:
+        first = 0
+        while first < len(frames) and frames[first].filename.startswith(_PACKAGE):
+            first += 1
+    te.stack = traceback.StackSummary.from_list(frames[first:])
+
+
+def excerpt(exc: BaseException, limit: int = 2500, replace: dict[str, str] | None = None,
+            own_dir: str | None = None) -> str:
+    """A traceback short enough to be feedback: the candidate's frames first (`own_dir`: where its
+    files are; the evaluator's frames above them are left out), the last frames and the message."""
+    te = traceback.TracebackException.from_exception(exc)
+    if own_dir is not None:
+        chained, seen = te, set()
+        while chained is not None and id(chained) not in seen:
+            seen.add(id(chained))
+            _candidate_first(chained, own_dir)
+            chained = chained.__cause__ or chained.__context__
+    text = "".join(te.format())
     for old, new in (replace or {}).items():
         text = text.replace(old, new)
     lines = [ln for ln in text.splitlines() if ln.strip()]

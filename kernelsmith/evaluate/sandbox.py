@@ -25,7 +25,8 @@ import triton  # noqa: F401  (warm import; the interpreter flag is read from the
 from kernelsmith.evaluate import timing
 from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.activity import ActivityRecorder
-from kernelsmith.evaluate.checks import checksum_weights, flatten_outputs, weighted_checksums
+from kernelsmith.evaluate.checks import (checksum_weights, flatten_outputs, output_structure, plain_structure,
+                                         weighted_checksums)
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
 from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
@@ -80,9 +81,13 @@ class Sandbox:
         self.spin_cycles_per_ms = 0.0
         self.hold_ms = HOLD_MS[0]
 
-    def fail(self, stage: str, exc: BaseException, kind: str | None = None) -> None:
-        replace = {str(self.workdir) + os.sep: ""} if self.workdir else {}
-        self.chan.send({"op": "error", "stage": stage, "kind": kind or classify(exc), "error": excerpt(exc, replace=replace)})
+    def fail(self, stage: str, exc: BaseException, kind: str | None = None, what: str = "") -> None:
+        """Report the candidate's failure: its frames first, the scratch path left out, `what`
+        it was doing when that is not plain from the traceback."""
+        own = str(self.workdir) + os.sep if self.workdir else None
+        text = excerpt(exc, replace={own: ""} if own else {}, own_dir=own)
+        self.chan.send({"op": "error", "stage": stage, "kind": kind or classify(exc),
+                        "error": f"{what}:\n{text}" if what else text})
 
     def warm_up(self) -> dict:
         """Before any candidate code: start CUDA and the profiler (its first use costs seconds),
@@ -123,8 +128,9 @@ class Sandbox:
         try:
             self.model = build_model(model_cls, self.task, job["seed_init"], self.device)
             synchronize(self.device)
-        except BaseException as exc:
-            return self.fail("load", exc, "compile_error")
+        except BaseException as exc:  # the candidate's code ran (its __init__): not a compile error
+            return self.fail("load", exc, "runtime_error",
+                             "building the model failed: ModelNew(*get_init_inputs()) raised")
         self.chan.send({"op": "loaded"})
         while True:
             msg = self.chan.recv()
@@ -155,11 +161,16 @@ class Sandbox:
         return ack.get("op") == "ack"
 
     @staticmethod
-    def snapshot(out) -> list:
-        """Copies of the outputs taken right after forward and a device sync: whatever a thread,
-        timer or stream writes into them later cannot reach the judge."""
+    def snapshot(out) -> tuple[object, list]:
+        """The outputs' structure, and copies of them taken right after forward and a device sync:
+        whatever a thread, timer or stream writes into them later cannot reach the judge. An
+        output that cannot cross (a dict, an object) sends its structure alone: the judge says
+        what is wrong with it."""
+        structure = output_structure(out)
+        if not plain_structure(structure):
+            return structure, []
         leaves = flatten_outputs(out)
-        return [_clone(x) if type(x) is torch.Tensor else x for x in leaves]
+        return structure, [_clone(x) if type(x) is torch.Tensor else x for x in leaves]
 
     def trial(self, seed: int) -> bool:
         """One correctness call, recorded below Python (every trial: a candidate that behaves only
@@ -177,13 +188,13 @@ class Sandbox:
                 rec.release()
                 synchronize(self.device)
             self.hold_ms = min(max(2 * host_ms, HOLD_MS[0]), HOLD_MS[1])
-            leaves = self.snapshot(out)
+            structure, leaves = self.snapshot(out)
             launched = self.launches.count - before
             threads = new_threads(threads_before)
         except BaseException as exc:
             self.fail("trial", exc)
             return False
-        return self.send_outputs("outputs", leaves, inputs, launches=launched, threads=threads,
+        return self.send_outputs("outputs", leaves, inputs, structure=structure, launches=launched, threads=threads,
                                  activity=rec.activity.to_message())
 
     def time(self, seed: int, opts: EvalOptions) -> bool:
@@ -202,11 +213,12 @@ class Sandbox:
             with ActivityRecorder(self.device) as rec:
                 stats = timing.benchmark(call, opts, prepare=refill)
                 synchronize(self.device)
-            leaves = self.snapshot(last["out"])
+            structure, leaves = self.snapshot(last["out"])
         except BaseException as exc:
             self.fail("timing", exc)
             return False
-        return self.send_outputs("timed", leaves, [], stats=stats.model_dump(), activity=rec.activity.to_message())
+        return self.send_outputs("timed", leaves, [], structure=structure, stats=stats.model_dump(),
+                                 activity=rec.activity.to_message())
 
     def batch(self, calls: int) -> bool:
         """Calls timed by the judge's clock. Armed first (inputs made, activity recorder started:
