@@ -6,7 +6,9 @@ host's C compiler; the H200 image has no strace) logs every failing open/mkdir/m
 connect/socket/ftruncate libcuda makes, with errno. Prints one JSON line per case.
 
 Found on the H200 (2026-12-03, first session): with every part on, cudaGetDeviceCount failed with
-error 304 (CUDA_ERROR_OPERATING_SYSTEM) in every sandbox.
+error 304 (CUDA_ERROR_OPERATING_SYSTEM) in every sandbox. Suspected cause (NVIDIA/OpenShell PR 710):
+cuInit writes /proc/<pid>/task/<tid>/comm to name its threads; the "without /proc/self/task" cases
+leave out the rule that allows it (containment.writable_paths).
 
     python3 benchmarks/probe_landlock_cuda.py
 """
@@ -71,12 +73,14 @@ sys.path.insert(0, REPO)
 from kernelsmith.evaluate import landlock, containment
 case, scratch = CASE_NAME, SCRATCH
 dirs, files = containment.writable_paths(scratch, "cuda")
+if "without /proc/self/task" in case:
+    files = [f for f in files if not f.startswith("/proc/")]
 parts = dict(fs=True, tcp=True, scope_signal=True, scope_unix=True)
 libc = ctypes.CDLL(None, use_errno=True)
 if case == "no_new_privs only":
     libc.prctl(38, 1, 0, 0, 0)
 elif case != "none":
-    name = case.replace(" torch", "")
+    name = case.replace(" torch", "").replace(" without /proc/self/task", "")
     if name == "fs, / writable":
         dirs = ["/"]
         parts.update(tcp=False, scope_signal=False, scope_unix=False)
@@ -96,7 +100,7 @@ elif case != "none":
     landlock.restrict(dirs, files, **parts)
 denied = {}
 for f in files:
-    if f.startswith("/dev/nvidia"):
+    if f.startswith("/dev/nvidia") and not os.path.isdir(f):
         try:
             os.close(os.open(f, os.O_RDWR))
         except OSError as exc:
@@ -120,9 +124,9 @@ else:
 print("RESULT " + json.dumps(out))
 """
 
-CASES = ("none", "no_new_privs only", "fs, / writable", "fs", "fs + /dev /proc /sys /tmp /run /var writable",
-         "tcp", "scope signal", "scope abstract unix", "all but abstract unix scope", "all", "all torch",
-         "all but abstract unix scope torch")
+CASES = ("none", "no_new_privs only", "fs, / writable", "fs without /proc/self/task", "fs",
+         "fs + /dev /proc /sys /tmp /run /var writable", "tcp", "scope signal", "scope abstract unix",
+         "all without /proc/self/task", "all", "all torch", "all without /proc/self/task torch")
 
 
 def main() -> None:

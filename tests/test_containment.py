@@ -88,6 +88,38 @@ def test_landlock_confines_writes_and_tcp(tmp_path):
     assert got["mem of parent"] == "PermissionError"
 
 
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="needs Landlock")
+@pytest.mark.parametrize("with_rule", [True, False], ids=["cuda-rules", "without-task-rule"])
+def test_landlock_lets_cuda_name_its_threads(tmp_path, with_rule):
+    """cuInit names its threads by writing /proc/self/task/<tid>/comm (pthread_setname_np on
+    another thread); denied, CUDA fails to start (error 304 on the H200). The CUDA rules allow
+    exactly that, after the rules are set and for threads started later; another process's comm
+    and the rest of /proc stay unwritable."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    got = _child(PROBES + f"""
+    import threading
+    from kernelsmith.evaluate import containment, landlock
+    dirs, files = containment.writable_paths({str(scratch)!r}, "cuda")
+    if not {with_rule!r}:
+        files = [f for f in files if not f.startswith("/proc/")]
+    landlock.restrict(dirs, files)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait); t.start()
+    def name_thread():
+        with open(f"/proc/self/task/{{t.native_id}}/comm", "w") as f:
+            f.write("ks-worker")
+    out["thread comm"] = attempt(name_thread)
+    out["own comm"] = attempt(lambda: open("/proc/self/comm", "w").write("ks-main"))
+    out["parent comm"] = attempt(lambda: open(f"/proc/{{os.getppid()}}/comm", "w").write("pwned"))
+    out["oom of parent"] = attempt(lambda: open(f"/proc/{{os.getppid()}}/oom_score_adj", "w").write("1000"))
+    stop.set(); t.join()
+    print(json.dumps(out))
+    """, tmp_path)
+    assert got["thread comm"] == ("allowed" if with_rule else "PermissionError"), got
+    assert got["parent comm"] == "PermissionError" and got["oom of parent"] == "PermissionError", got
+
+
 def test_landlock_does_not_claim_secrets():
     """Landlock lets a child read its parent's /proc/PID/environ (measured): it never counts."""
     p = containment.Plan(device="cpu", mode="auto", on={"landlock": "x", "seccomp": "y"}, landlock_abi=7)

@@ -222,11 +222,16 @@ def new_uid() -> int:
 
 # -- applied in the sandbox ------------------------------------------------------------------------
 def writable_paths(workdir: str, device: str) -> tuple[list[str], list[str]]:
-    """(directories, device files) a sandbox may write: its scratch, and what CUDA needs."""
+    """(directories, files) a sandbox may write: its scratch, and what CUDA needs. Files (and
+    what lies beneath a directory named among them) get plain writes only."""
     dirs = [workdir]
     files = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
     if device == "cuda":
         dirs.append("/dev/shm")  # CUDA IPC reference counters
+        # cuInit names its threads through /proc/<pid>/task/<tid>/comm (pthread_setname_np); denied,
+        # it fails with error 304 (found with Landlock by NVIDIA/OpenShell PR 710). Resolved in the
+        # process that applies the rules, /proc/self/task is this sandbox's own task directory.
+        files.append("/proc/self/task")
         try:
             files += [f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia")]
             dirs += [f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia") and os.path.isdir(f"/dev/{n}")]

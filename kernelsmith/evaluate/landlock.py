@@ -32,6 +32,9 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
 
+_PINNED: list[int] = []  # O_PATH descriptors of procfs rules (restrict)
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
@@ -98,7 +101,12 @@ def restrict(write_dirs: list[str], write_files: list[str], *, fs: bool = True, 
                                 ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
             finally:
-                os.close(fd)
+                if path.startswith("/proc/"):
+                    # A rule binds an inode, and procfs drops an unused one (a later lookup makes a new
+                    # inode, without the rule): held open for the process's life, it stays.
+                    _PINNED.append(fd)
+                else:
+                    os.close(fd)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if libc.syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
