@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU gate, one device-tool call (~6 min on the H200): install carried wheels, show the machine,
-# run every CUDA test and the verdict gate (red-team cases, KernelBench level-1 kernels and level-2
-# partial replacements at their real sizes). KernelBench's few-shot CUDA C++ examples build for
+# The GPU gate, one device-tool call (~8 min on the H200): install carried wheels, show the machine,
+# run every CUDA test (the escape set included), the verdict gate (red-team cases, KernelBench
+# level-1 kernels and level-2 partial replacements at their real sizes) and the doctor's live
+# check on CUDA. KernelBench's few-shot CUDA C++ examples build for
 # ~60 s each: run them in a second call with KS_GATE_GROUPS=few_shot.
 # Usage (on the device machine, from the repo root): bash benchmarks/device_eval.sh
 set -u
@@ -14,3 +15,5 @@ mkdir -p "$OUT"
 python3 -m pytest -q -p no:cacheprovider -m cuda ${KS_CUDA_TESTS:-tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py tests/redteam/test_escapes.py} \
   2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -15
 python3 benchmarks/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"
+timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+  2>&1 | grep -v USDT | tee "$OUT/doctor.log" | tail -60

@@ -120,6 +120,60 @@ def test_landlock_lets_cuda_name_its_threads(tmp_path, with_rule):
     assert got["parent comm"] == "PermissionError" and got["oom of parent"] == "PermissionError", got
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a mount namespace)")
+def test_procmask_covers_other_processes_and_drops_capabilities(tmp_path):
+    """The layer a CUDA sandbox keeps secrets with: its ancestors' /proc entries (environ, stat,
+    a thread's id too) unreadable, its own still readable, and no way back once capabilities
+    are gone (no unmount, no new /proc)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    got = _child(PROBES + f"""
+    import ctypes, threading
+    from kernelsmith.evaluate import procmask
+    parent = os.getppid()
+    tids = [t for t in os.listdir(f"/proc/{{parent}}/task") if t != str(parent)]
+    out["covered"] = procmask.mask_other_processes({str(scratch)!r}) > 0
+    out["parent environ"] = attempt(lambda: open(f"/proc/{{parent}}/environ", "rb").read())
+    out["parent stat"] = attempt(lambda: open(f"/proc/{{parent}}/stat", "rb").read())
+    out["pid 1 environ"] = attempt(lambda: open("/proc/1/environ", "rb").read())
+    out["thread of parent"] = attempt(lambda: [open(f"/proc/{{t}}/environ", "rb").read() for t in tids])
+    out["own environ"] = attempt(lambda: open("/proc/self/environ", "rb").read())
+    t = threading.Thread(target=lambda: None); t.start(); t.join()
+    out["own task"] = attempt(lambda: os.listdir("/proc/self/task"))
+    procmask.drop_capabilities()
+    out["caps"] = procmask.capabilities()
+    libc = ctypes.CDLL(None, use_errno=True)
+    out["umount cover"] = "allowed" if libc.umount2(f"/proc/{{parent}}".encode(), 2) == 0 else os.strerror(ctypes.get_errno())
+    os.makedirs("p2", exist_ok=True)
+    out["new proc"] = "allowed" if libc.mount(b"proc", b"p2", b"proc", 0, None) == 0 else os.strerror(ctypes.get_errno())
+    out["parent environ after"] = attempt(lambda: open(f"/proc/{{parent}}/environ", "rb").read())
+    print(json.dumps(out))
+    """, tmp_path)
+    assert got["covered"] is True
+    for key in ("parent environ", "parent stat", "pid 1 environ", "parent environ after"):
+        assert got[key] == "FileNotFoundError", (key, got)
+    assert got["thread of parent"] in ("FileNotFoundError", "allowed"), got  # "allowed": no other thread
+    assert got["own environ"] == "allowed" and got["own task"] == "allowed", got
+    assert got["caps"] == 0, got
+    assert got["umount cover"] != "allowed" and got["new proc"] != "allowed", got
+
+
+def test_cuda_plan_has_no_uid_layer_and_keeps_secrets_with_procmask(monkeypatch):
+    """On CUDA the uid layer is off (CUDA IPC maps no memory across uids); as root, procmask
+    keeps the secrets guarantee."""
+    monkeypatch.delenv("KERNELSMITH_SANDBOX_LAYERS", raising=False)
+    monkeypatch.delenv("KERNELSMITH_SANDBOX", raising=False)
+    p = containment.plan("cuda")
+    assert "uid" in p.off and "CUDA IPC" in p.off["uid"]
+    if os.geteuid() == 0:
+        assert "procmask" in p.on and p.guarantees()["secrets"] is None
+    # the in-process layers are on by default on CUDA too (verified on the H200)
+    if landlock.abi_version() >= 6 and seccomp.supported():
+        assert {"landlock", "seccomp"} <= set(p.on)
+        if os.geteuid() == 0:
+            assert p.holds_all(), p.guarantees()
+
+
 def test_landlock_does_not_claim_secrets():
     """Landlock lets a child read its parent's /proc/PID/environ (measured): it never counts."""
     p = containment.Plan(device="cpu", mode="auto", on={"landlock": "x", "seccomp": "y"}, landlock_abi=7)
@@ -205,12 +259,3 @@ def test_service_on_other_interfaces_warns_when_not_contained(monkeypatch):
     monkeypatch.setenv("KERNELSMITH_SANDBOX_LAYERS", "pidns,landlock,seccomp")
     if containment.plan("cpu").holds_all():  # root and Landlock: all five hold with these
         assert containment_warning("0.0.0.0", "cpu") is None
-
-
-def test_cuda_layers_are_opt_in(monkeypatch):
-    monkeypatch.delenv("KERNELSMITH_SANDBOX_LAYERS", raising=False)
-    p = containment.plan("cuda")
-    assert set(p.on) <= {"bwrap"}
-    assert all("only when named" in p.off[n] for n in ("uid", "landlock", "seccomp", "pidns"))
-    monkeypatch.setenv("KERNELSMITH_SANDBOX_LAYERS", "seccomp")
-    assert "seccomp" in containment.plan("cuda").on

@@ -6,9 +6,12 @@ Layers (each optional, each tested; `KERNELSMITH_SANDBOX_LAYERS` picks a subset,
   CPU a PID namespace (isolation.py).
 - `pidns` (CPU, root, without bubblewrap): a PID and mount namespace of the sandbox's own with a
   fresh /proc, so no other process is visible, and all of its processes die with it.
-- `uid`: where the judge runs as root, the sandbox drops to a uid/gid of its own (one per
-  sandbox) after CUDA is up: other processes' /proc files, signals and root's files are out of
-  reach. Needs the Python environment readable by other users.
+- `uid` (CPU): where the judge runs as root, the sandbox drops to a uid/gid of its own (one per
+  sandbox): other processes' /proc files, signals and root's files are out of reach. Needs the
+  Python environment readable by other users. Not on CUDA: CUDA IPC maps no memory across uids
+  (measured on the H200, benchmarks/probe_cuda_ipc.py).
+- `procmask` (root, where there is no PID namespace: CUDA): a mount namespace in which every other
+  process's /proc entry is covered, and no capabilities once CUDA is up (procmask.py).
 - `landlock`: applied before torch is imported, while the sandbox has one thread: writes only to
   its scratch directory (and, on CUDA, /dev/shm and the GPU's device files), no TCP (ABI 4),
   signals scoped to its own processes (ABI 6), no ptrace attach (/proc/PID/mem) to processes
@@ -19,12 +22,9 @@ Layers (each optional, each tested; `KERNELSMITH_SANDBOX_LAYERS` picks a subset,
 Whatever the layers, the judge kills the sandbox's process tree after each evaluation and, as
 the subreaper of its children, any process the candidate detached.
 
-On CUDA the in-process layers (pidns, uid, landlock, seccomp) are used only when named in
-`KERNELSMITH_SANDBOX_LAYERS`: Landlock applied before CUDA starts made CUDA's initialisation
-fail in every sandbox on the H200 (cudaGetDeviceCount error 304, 2026-12-03,
-benchmarks/results/containment_h200_2026-12-03.log), and uid and seccomp are not yet verified
-there. By default a CUDA sandbox therefore has bubblewrap where it is installed and nothing else,
-and `kernelsmith doctor --device cuda`, the verdict's `containment` field and strict mode say so.
+On CUDA (verified on the H200, benchmarks/results/containment_h200_2026-12-03_run2.log): Landlock
+allows writes beneath the sandbox's own /proc/self/task, where cuInit names its threads (without
+it CUDA fails to start, error 304); `uid` is off (CUDA IPC); `procmask` keeps the secrets.
 
 `KERNELSMITH_SANDBOX`: `auto` (default: every layer the host allows), `strict` (refuse to
 evaluate unless all five guarantees hold), `bwrap` (auto, and bubblewrap is required), `none`
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate import isolation, landlock, seccomp
+from kernelsmith.evaluate import isolation, landlock, procmask, seccomp
 
-LAYERS = ("bwrap", "pidns", "uid", "landlock", "seccomp")
+LAYERS = ("bwrap", "pidns", "uid", "procmask", "landlock", "seccomp")
 GUARANTEES = {
     "secrets": "cannot read another process's secrets (/proc/PID/environ, memory)",
     "writes": "cannot write outside its scratch directory",
@@ -119,16 +119,15 @@ class Plan:
         cpu_bwrap = ("bwrap" in on or "pidns" in on) and self.device == "cpu"  # a PID namespace
         holds = {
             # Not Landlock: it denies /proc/PID/mem (ptrace attach) but not /proc/PID/environ (read).
-            "secrets": "uid" in on or cpu_bwrap,
+            "secrets": "uid" in on or "procmask" in on or cpu_bwrap,
             "writes": "landlock" in on or "bwrap" in on or "uid" in on,
             "signals": "uid" in on or ("landlock" in on and abi >= 6) or "seccomp" in on or cpu_bwrap,
             "network": "seccomp" in on or "bwrap" in on,
             "processes": True,
         }
         why = {
-            "secrets": "no PID namespace and no uid of its own: /proc/PID/environ of the processes that "
-                       "started it is readable (run as root with a world-readable Python environment; on "
-                       "the CPU, as root or with bubblewrap)",
+            "secrets": "no PID namespace, no uid of its own, no /proc masks: /proc/PID/environ of the "
+                       "processes that started it is readable (run as root; on the CPU, or with bubblewrap)",
             "writes": "no Landlock, no bubblewrap, no uid of its own: it writes wherever you can",
             "signals": "no uid of its own, no Landlock signal scoping (ABI 6), no seccomp: it can kill your "
                        "processes",
@@ -155,13 +154,9 @@ def plan(device: str) -> Plan:
         p.off = {name: "KERNELSMITH_SANDBOX=none" for name in LAYERS}
         return p
     wanted = wanted_layers()
-    named = os.environ.get("KERNELSMITH_SANDBOX_LAYERS") is not None
     for name in LAYERS:
         if name not in wanted:
             p.off[name] = "left out by KERNELSMITH_SANDBOX_LAYERS"
-        elif device == "cuda" and name != "bwrap" and not named:
-            p.off[name] = ("on CUDA only when named in KERNELSMITH_SANDBOX_LAYERS (not yet verified on a GPU: "
-                           "Landlock before CUDA starts broke cuInit on the H200)")
     wanted = tuple(n for n in wanted if n not in p.off)
     if "bwrap" in wanted:
         if isolation.bwrap_works():
@@ -179,7 +174,9 @@ def plan(device: str) -> Plan:
         else:
             p.on["pidns"] = "a PID namespace and /proc of its own"
     if "uid" in wanted:
-        if os.geteuid() != 0:
+        if device == "cuda":
+            p.off["uid"] = "CUDA IPC maps no memory across uids (the sandbox's outputs could not reach the judge)"
+        elif os.geteuid() != 0:
             p.off["uid"] = "not running as root: the sandbox keeps your uid"
         else:
             blocked = _unreadable_by_others(_environment_dirs())
@@ -187,6 +184,15 @@ def plan(device: str) -> Plan:
                 p.off["uid"] = f"the Python environment is not readable by other users: {blocked}"
             else:
                 p.on["uid"] = "an unprivileged uid/gid of its own per sandbox"
+    if "procmask" in wanted:
+        if "pidns" in p.on or ("bwrap" in p.on and device == "cpu"):
+            p.off["procmask"] = "the sandbox has a PID namespace of its own"
+        elif "uid" in p.on:
+            p.off["procmask"] = "the sandbox has a uid of its own"
+        elif os.geteuid() != 0:
+            p.off["procmask"] = "not running as root: no mount namespace"
+        else:
+            p.on["procmask"] = "other processes' /proc entries covered, no capabilities"
     if "landlock" in wanted:
         abi = landlock.abi_version()
         if abi < 1:
@@ -267,8 +273,14 @@ def enter_pid_namespace(fd: int) -> str:
 
 
 def apply_early(layers: list[str], workdir: str, device: str) -> dict[str, str]:
-    """Before torch is imported (one thread): Landlock. Returns layer -> outcome."""
+    """Before torch is imported (one thread): /proc masks, then Landlock (which forbids mounts).
+    Returns layer -> outcome."""
     out: dict[str, str] = {}
+    if "procmask" in layers:
+        try:
+            out["procmask"] = f"on: {procmask.mask_other_processes(workdir)} /proc entries covered"
+        except OSError as exc:
+            out["procmask"] = f"failed: {exc}"
     if "landlock" in layers:
         threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
         try:
@@ -281,7 +293,8 @@ def apply_early(layers: list[str], workdir: str, device: str) -> dict[str, str]:
 
 
 def apply_late(layers: list[str], uid: int | None, workdir: str) -> dict[str, str]:
-    """After CUDA and the profiler are up: drop to `uid`, then seccomp. Returns layer -> outcome."""
+    """After CUDA and the profiler are up: drop to `uid` or drop every capability (procmask), then
+    seccomp. Returns layer -> outcome."""
     out: dict[str, str] = {}
     if "uid" in layers and uid is not None:
         try:
@@ -295,6 +308,11 @@ def apply_late(layers: list[str], uid: int | None, workdir: str) -> dict[str, st
             out["uid"] = f"on: uid {uid}"
         except OSError as exc:
             out["uid"] = f"failed: {exc}"
+    if "procmask" in layers:
+        try:
+            procmask.drop_capabilities()
+        except OSError as exc:
+            out["procmask"] = f"failed: {exc}"
     if "seccomp" in layers:
         try:
             seccomp.install()

@@ -29,17 +29,21 @@ def bwrap_works() -> bool:
         return False
 
 
-def wrapper(workdir: Path, device: str, keep_setuid: bool = False) -> list[str]:
+def wrapper(workdir: Path, device: str, keep_setuid: bool = False, keep_mount: bool = False) -> list[str]:
     """The command prefix that isolates a sandbox whose scratch directory is `workdir`.
 
     On the CPU the sandbox also gets its own PID namespace, so /proc shows no other process
     (an ancestor's /proc/PID/environ would hold the user's secrets). On CUDA that is not done
-    yet: CUDA IPC between the judge and a sandbox in another PID namespace is unverified.
+    (CUDA IPC between the judge and a sandbox in another PID namespace is unverified): the
+    procmask layer covers other processes' /proc entries instead.
     `keep_setuid`: keep the capabilities the sandbox needs to drop to its own uid (bubblewrap,
     run as root, drops all capabilities; they are gone again once the uid changes).
+    `keep_mount`: keep CAP_SYS_ADMIN for the procmask layer's mounts (it drops every capability
+    once CUDA is up, before any candidate code runs).
     """
     pid = ["--unshare-pid"] if device == "cpu" else []
-    caps = [a for c in ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN") for a in ("--cap-add", c)] if keep_setuid else []
+    kept = (["CAP_SETUID", "CAP_SETGID", "CAP_CHOWN"] if keep_setuid else []) + (["CAP_SYS_ADMIN"] if keep_mount else [])
+    caps = [a for c in kept for a in ("--cap-add", c)]
     return [
         shutil.which("bwrap") or "bwrap",
         "--ro-bind", "/", "/",

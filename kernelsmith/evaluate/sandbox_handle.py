@@ -44,7 +44,8 @@ class SandboxHandle:
         layers = [name for name in self.plan.on if name != "bwrap"]
         args = ["--fd", str(child.fileno()), "--device", device, "--layers", ",".join(layers)]
         args += ["--uid", str(self.uid)] if self.uid is not None else []
-        wrapper = isolation.wrapper(self.workdir, device, keep_setuid=self.uid is not None) \
+        wrapper = isolation.wrapper(self.workdir, device, keep_setuid=self.uid is not None,
+                                    keep_mount="procmask" in self.plan.on) \
             if "bwrap" in self.plan.on else []
         with open(self.log_path, "wb") as log:
             self.proc = spawn_python("kernelsmith.evaluate.sandbox_start", args, env=env,

@@ -33,6 +33,8 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 
 def ancestors():
+    """The ancestors by their stat files, then every other process /proc lists (walking stops at
+    the first stat it cannot read; the listing reaches the rest)."""
     pid, seen = os.getppid(), []
     while pid > 1 and pid not in seen and len(seen) < 16:
         seen.append(pid)
@@ -42,7 +44,10 @@ def ancestors():
             pid = int(stat[stat.rfind(b")") + 2:].split()[1])
         except (OSError, ValueError, IndexError):
             break
-    return seen
+    if os.getppid() not in seen:
+        seen.append(os.getppid())
+    others = sorted(int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid())
+    return seen + [p for p in others if p not in seen][:400]
 
 
 def marked_entries():
