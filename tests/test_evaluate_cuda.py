@@ -59,10 +59,11 @@ def test_half_written_output_is_incorrect(gpu_pool):
 def test_illegal_address_is_runtime_error_and_pool_survives(gpu_pool):
     r = gpu_pool.evaluate(SOFTMAX_TASK, OUT_OF_BOUNDS)
     assert r.status == Status.runtime_error, (r.status, r.error)
-    assert gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON).status == Status.correct
+    after = gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON)
+    assert after.status == Status.correct, (after.status, after.error)
 
 
 def test_input_mutation_is_caught(gpu_pool):
     r = gpu_pool.evaluate(SOFTMAX_TASK, ZERO_INPUT)
-    assert r.status == Status.incorrect
+    assert r.status == Status.incorrect, (r.status, r.error)
     assert "modified its input" in r.error
