@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call for the sandbox's containment on a GPU host (~6 min on the H200): one honest
-# evaluation under every layer (if it fails, the rest runs without the uid layer and says so),
-# every CUDA test (escapes included), the doctor's live check on CUDA, and the layers' cost.
-# Runs from a world-readable copy of the tree, so a sandbox that drops to its own uid can read it.
+# evaluation under every layer, every CUDA test (escapes included), the doctor's live check on
+# CUDA, and the layers' cost. Runs from a world-readable copy of the tree (a CPU sandbox that
+# drops to its own uid must read it; on CUDA there is no uid layer: docs/integrity.md).
 # Usage (on the device machine, from the repo root): bash benchmarks/device_containment.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -21,10 +21,6 @@ r = evaluate(Task.from_file("tests/redteam/tasks/softmax_large_task.py"), open("
 print("FIRST", r.status.value, r.speedup, r.flags, (r.error or "")[-1500:])
 print(r.containment)
 PY
-if ! grep -q "FIRST correct" "$OUT/first_eval.log"; then
-  echo "FALLBACK: an honest evaluation failed under every layer; the rest runs without the uid layer" | tee -a "$OUT/first_eval.log"
-  export KERNELSMITH_SANDBOX_LAYERS=bwrap,pidns,landlock,seccomp
-fi
 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py \
   tests/redteam/test_escapes.py 2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -30
 timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \

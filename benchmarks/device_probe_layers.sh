@@ -13,7 +13,7 @@ export PYTHONPATH=/tmp/site:/tmp/ks PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; id; uname -r
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; ls -l /dev | grep -i nvidia; } 2>&1 | tee "$OUT/machine.log"
 timeout 240 python3 benchmarks/probe_landlock_cuda.py 2>&1 | grep -v USDT | tee "$OUT/probe_landlock.log"
-for layers in ${KS_PROBE_LAYERS:-landlock uid,landlock,seccomp}; do
+for layers in ${KS_PROBE_LAYERS:-landlock procmask,landlock,seccomp}; do
   [ -n "$layers" ] || continue
   echo "## layers $layers" | tee -a "$OUT/layers_eval.log"
   KERNELSMITH_SANDBOX_LAYERS=$layers timeout 100 python3 - <<'PY' 2>&1 | grep -v USDT | tail -12 | tee -a "$OUT/layers_eval.log"
@@ -24,7 +24,7 @@ r = evaluate(Task.from_file("tests/redteam/tasks/softmax_large_task.py"), open("
 print("EVAL", r.status.value, r.speedup, r.flags, r.containment, (r.error or "")[-800:])
 PY
 done
-KS_CUDA_LAYERS=${KS_CUDA_LAYERS:-uid,landlock,seccomp} timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/redteam/test_escapes.py \
+KS_CUDA_LAYERS=${KS_CUDA_LAYERS:-procmask,landlock,seccomp} timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/redteam/test_escapes.py \
   2>&1 | grep -v USDT | tee "$OUT/escapes_cuda.log" | tail -30
-KERNELSMITH_SANDBOX_LAYERS=${KS_CUDA_LAYERS:-uid,landlock,seccomp} timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+KERNELSMITH_SANDBOX_LAYERS=${KS_CUDA_LAYERS:-procmask,landlock,seccomp} timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
   2>&1 | grep -v USDT | tee "$OUT/doctor.log"
