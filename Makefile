@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # install your CUDA build of torch first, then `pip install -e .`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 install: $(STAMP)
 
@@ -37,8 +37,15 @@ demo: $(STAMP)
 
 # One pytest worker per core; each test file stays on one worker, in file order (some files
 # rely on their order). A run that collects no test exits 5, which fails the target.
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q -n auto --dist loadfile tests
+
+# Code health, before any test: the package's layers point one way (import-linter, contract in
+# pyproject.toml), ruff's lint and format.
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check kernelsmith tests benchmarks
+	$(VENV)/bin/ruff format --check kernelsmith tests benchmarks
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -4,6 +4,7 @@ alternating, one pool per round (the judge reads the setting when it starts).
 
     python3 benchmarks/containment_cost.py --device cuda [--rounds 2]   # one JSON line per evaluation
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,10 @@ sys.path.insert(0, str(REPO))
 
 PAIRS = [
     (REPO / "tests/redteam/tasks/softmax_large_task.py", REPO / "examples/softmax/triton_softmax.py"),
-    (REPO / "benchmarks/kernelbench/problems/level1/19_ReLU.py", REPO / "benchmarks/kernelbench/candidates/level1/19_ReLU.py"),
+    (
+        REPO / "benchmarks/kernelbench/problems/level1/19_ReLU.py",
+        REPO / "benchmarks/kernelbench/candidates/level1/19_ReLU.py",
+    ),
 ]
 
 
@@ -39,11 +43,24 @@ def main() -> None:
                 for task, cand in PAIRS:
                     r = pool.evaluate(Task.from_file(task), cand.read_text(), opts)
                     layers = [k for k, v in (r.containment or {}).get("layers", {}).items() if v.startswith("on")]
-                    print(json.dumps({"round": rnd, "mode": mode, "task": task.stem, "status": r.status.value,
-                                      "flags": [str(f) for f in r.flags], "speedup": r.speedup,
-                                      "candidate_ms": r.candidate_ms, "reference_ms": r.reference_ms,
-                                      "seconds": r.stages.total, "worker_wait": r.stages.worker_wait,
-                                      "layers": layers}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "round": rnd,
+                                "mode": mode,
+                                "task": task.stem,
+                                "status": r.status.value,
+                                "flags": [str(f) for f in r.flags],
+                                "speedup": r.speedup,
+                                "candidate_ms": r.candidate_ms,
+                                "reference_ms": r.reference_ms,
+                                "seconds": r.stages.total,
+                                "worker_wait": r.stages.worker_wait,
+                                "layers": layers,
+                            }
+                        ),
+                        flush=True,
+                    )
             print(json.dumps({"round": rnd, "mode": mode, "pool_seconds": time.monotonic() - t0}), flush=True)
 
 

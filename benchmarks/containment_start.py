@@ -1,16 +1,24 @@
 """Seconds to start a CPU sandbox (spawn, imports, warm-up, containment) per containment layer set.
 
-    python benchmarks/containment_start.py
+python benchmarks/containment_start.py
 """
-import os, time, tempfile, statistics, json
+
+import os
+import statistics
+import tempfile
+import time
 from pathlib import Path
+
 from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+
 res = {}
 for layers in ["none", "bwrap", "pidns,landlock,seccomp", "bwrap,landlock,seccomp"]:
     if layers == "none":
-        os.environ["KERNELSMITH_SANDBOX"] = "none"; os.environ.pop("KERNELSMITH_SANDBOX_LAYERS", None)
+        os.environ["KERNELSMITH_SANDBOX"] = "none"
+        os.environ.pop("KERNELSMITH_SANDBOX_LAYERS", None)
     else:
-        os.environ["KERNELSMITH_SANDBOX"] = "auto"; os.environ["KERNELSMITH_SANDBOX_LAYERS"] = layers
+        os.environ["KERNELSMITH_SANDBOX"] = "auto"
+        os.environ["KERNELSMITH_SANDBOX_LAYERS"] = layers
     ts = []
     for _ in range(4):
         t = time.monotonic()

@@ -51,8 +51,17 @@ class InstantBackend:
 
     def submit(self, task, candidate, options=None) -> Future:
         fut: Future = Future()
-        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=1.0, candidate_ms=0.01,
-                                  reference_ms=0.01, kernel_launches=5, device=self.device))
+        fut.set_result(
+            EvalResult(
+                status=Status.correct,
+                correct=True,
+                speedup=1.0,
+                candidate_ms=0.01,
+                reference_ms=0.01,
+                kernel_launches=5,
+                device=self.device,
+            )
+        )
         return fut
 
     def hardware(self) -> Future:
@@ -68,17 +77,26 @@ def iterations_per_minute(backend, device: str, iterations: int, in_flight: int,
     seed = SEED.read_text()
     reply = {"reply": "Same program.\n```python\n" + seed + "```\n"}
     with ScriptedServer([], default=reply) as server:
-        cfg = load_config(None, {"iterations": iterations, "max_in_flight": in_flight,
-                                 "llm": {"base_url": server.url, "models": [{"name": "instant"}]},
-                                 "evaluation": {"device": device}})
+        cfg = load_config(
+            None,
+            {
+                "iterations": iterations,
+                "max_in_flight": in_flight,
+                "llm": {"base_url": server.url, "models": [{"name": "instant"}]},
+                "evaluation": {"device": device},
+            },
+        )
         engine = Engine(Task.from_file(TASK), cfg, run_dir, backend, LLMClient(cfg.llm), seed)
         t0 = time.monotonic()
         summary = asyncio.run(engine.run())
         wall = time.monotonic() - t0
         engine.store.close()
-    return {"iterations": summary["iterations_done"], "wall_s": round(wall, 2),
-            "iterations_per_minute": round(60 * summary["iterations_done"] / wall, 1),
-            "status_counts": summary["status_counts"]}
+    return {
+        "iterations": summary["iterations_done"],
+        "wall_s": round(wall, 2),
+        "iterations_per_minute": round(60 * summary["iterations_done"] / wall, 1),
+        "status_counts": summary["status_counts"],
+    }
 
 
 def fill_store(store: RunStore, n: int, islands: int, rng: random.Random) -> None:
@@ -89,13 +107,24 @@ def fill_store(store: RunStore, n: int, islands: int, rng: random.Random) -> Non
     for i in range(n):
         status = rng.choice(statuses)
         speedup = rng.lognormvariate(0, 0.5) if status == "correct" else None
-        p = Program(iteration=i, island=0 if i == 0 else (i - 1) % islands, operator="rewrite",
-                    code=None if status == "no_program" else code.replace("4096", str(1 + i)), status=status,
-                    parent_id=None if i == 0 else rng.randint(1, i), messages=messages, response="r" * 3000,
-                    speedup=speedup, correct=status == "correct",
-                    score=speedup if speedup else 0.01,
-                    descriptors={"launches": rng.choice([1, 2, 3, 5, 9]), "complexity": rng.randint(20, 400),
-                                 "uses_dot": rng.random() < 0.3})
+        p = Program(
+            iteration=i,
+            island=0 if i == 0 else (i - 1) % islands,
+            operator="rewrite",
+            code=None if status == "no_program" else code.replace("4096", str(1 + i)),
+            status=status,
+            parent_id=None if i == 0 else rng.randint(1, i),
+            messages=messages,
+            response="r" * 3000,
+            speedup=speedup,
+            correct=status == "correct",
+            score=speedup if speedup else 0.01,
+            descriptors={
+                "launches": rng.choice([1, 2, 3, 5, 9]),
+                "complexity": rng.randint(20, 400),
+                "uses_dot": rng.random() < 0.3,
+            },
+        )
         store.add(p)
     store.db.execute("COMMIT")
 
@@ -127,17 +156,32 @@ def selection_at_scale(n: int, run_dir: Path, trials: int = 200) -> dict:
         tops, diverse = store.get_many(sel.top_ids), store.get_many(sel.diverse_ids)
         history = store.recent(cfg.prompts.history, island)
         t1 = time.perf_counter()
-        builder.messages(PromptParts("rewrite", task.name, task.source, {"device": "cuda", "name": "GPU"},
-                                     parent=parent, top=tops, inspirations=diverse, history=history))
+        builder.messages(
+            PromptParts(
+                "rewrite",
+                task.name,
+                task.source,
+                {"device": "cuda", "name": "GPU"},
+                parent=parent,
+                top=tops,
+                inspirations=diverse,
+                history=history,
+            )
+        )
         t2 = time.perf_counter()
         select_ms.append(1e3 * (t1 - t0))
         prompt_ms.append(1e3 * (t2 - t1))
     size_mb = store.path.stat().st_size / 2**20
     store.close()
-    return {"programs": n, "store_mb": round(size_mb, 1), "fill_s": round(fill_s, 1),
-            "archive_rebuild_s": round(rebuild_s, 2),
-            "select_ms_median": round(statistics.median(select_ms), 3), "select_ms_max": round(max(select_ms), 3),
-            "prompt_ms_median": round(statistics.median(prompt_ms), 3)}
+    return {
+        "programs": n,
+        "store_mb": round(size_mb, 1),
+        "fill_s": round(fill_s, 1),
+        "archive_rebuild_s": round(rebuild_s, 2),
+        "select_ms_median": round(statistics.median(select_ms), 3),
+        "select_ms_max": round(max(select_ms), 3),
+        "prompt_ms_median": round(statistics.median(prompt_ms), 3),
+    }
 
 
 def main() -> None:
@@ -152,13 +196,15 @@ def main() -> None:
     results = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(), "device": args.device}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        results["engine_only"] = iterations_per_minute(InstantBackend(args.device), args.device, args.iterations,
-                                                       args.in_flight, tmp / "instant")
+        results["engine_only"] = iterations_per_minute(
+            InstantBackend(args.device), args.device, args.iterations, args.in_flight, tmp / "instant"
+        )
         print("engine only:", results["engine_only"], flush=True)
         pool = EvalPool(device=args.device, options=EvalOptions(device=args.device))
         try:
-            results["with_evaluation"] = iterations_per_minute(pool, args.device, args.iterations, args.in_flight,
-                                                               tmp / "real")
+            results["with_evaluation"] = iterations_per_minute(
+                pool, args.device, args.iterations, args.in_flight, tmp / "real"
+            )
         finally:
             pool.close()
         print("with evaluation:", results["with_evaluation"], flush=True)

@@ -30,8 +30,18 @@ TASKS = HERE / "tasks"
 
 def run_eval(task: str, cache: Path, extra: list[str] | None = None) -> dict:
     env = dict(os.environ, KERNELSMITH_CACHE_DIR=str(cache))
-    cmd = [sys.executable, "-m", "kernelsmith.cli", "eval", str(TASKS / f"{task}.py"),
-           str(TASKS / f"{task}_triton.py"), "--device", "cuda", "--json", *(extra or [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelsmith.cli",
+        "eval",
+        str(TASKS / f"{task}.py"),
+        str(TASKS / f"{task}_triton.py"),
+        "--device",
+        "cuda",
+        "--json",
+        *(extra or []),
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=HERE.parent)
     wall = time.monotonic() - t0
@@ -70,10 +80,14 @@ def main() -> None:
         save()
         for label, r in (("cold", cold), ("warm", warm)):
             s = r["stages"]
-            print(f"{task:8s} {label}: {r['status']} speedup {r['speedup']} vs compile {r['speedup_vs_compile']} "
-                  f"cand {r['candidate_ms']} ms ref {r['reference_ms']} ms | wall {r['wall_s']:.1f}s "
-                  f"(eval {s['total']:.1f}s: wait {s['worker_wait']:.1f} load {s['load']:.1f} corr {s['correctness']:.1f} "
-                  f"base {s['baseline']:.1f} timing {s['timing']:.1f})", flush=True)
+            print(
+                f"{task:8s} {label}: {r['status']} speedup {r['speedup']} vs compile {r['speedup_vs_compile']} "
+                f"cand {r['candidate_ms']} ms ref {r['reference_ms']} ms | wall {r['wall_s']:.1f}s "
+                f"(eval {s['total']:.1f}s: wait {s['worker_wait']:.1f} load {s['load']:.1f} "
+                f"corr {s['correctness']:.1f} "
+                f"base {s['baseline']:.1f} timing {s['timing']:.1f})",
+                flush=True,
+            )
 
     # In a warm pool, as a search uses it: no process start-up on the evaluation's path.
     sys.path.insert(0, str(HERE.parent))
@@ -90,12 +104,23 @@ def main() -> None:
             for _ in range(3):
                 t0 = time.monotonic()
                 r = pool.evaluate(t, src)
-                runs.append({"wall_s": time.monotonic() - t0, "status": r.status.value,
-                             "stages": r.stages.model_dump(), "speedup": r.speedup})
+                runs.append(
+                    {
+                        "wall_s": time.monotonic() - t0,
+                        "status": r.status.value,
+                        "stages": r.stages.model_dump(),
+                        "speedup": r.speedup,
+                    }
+                )
             report["pool"][task] = runs
             save()
-            print(f"{task:8s} warm pool: " + ", ".join(f"{x['wall_s']:.2f}s" for x in runs)
-                  + " | last stages " + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()), flush=True)
+            print(
+                f"{task:8s} warm pool: "
+                + ", ".join(f"{x['wall_s']:.2f}s" for x in runs)
+                + " | last stages "
+                + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()),
+                flush=True,
+            )
 
     speedups, cand = [], []
     for i in range(args.runs):
@@ -108,8 +133,11 @@ def main() -> None:
     med = statistics.median(speedups)
     report["spread"]["relative_spread"] = (max(speedups) - min(speedups)) / med
     save()
-    print(f"speedup spread over {len(speedups)} runs: (max-min)/median = {100 * report['spread']['relative_spread']:.3f}% "
-          f"(median {med:.4f}x)")
+    print(
+        f"speedup spread over {len(speedups)} runs: "
+        f"(max-min)/median = {100 * report['spread']['relative_spread']:.3f}% "
+        f"(median {med:.4f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def parent_code(user: str) -> str:
     if start < 0:
         return SEED_SOURCE
     start += len("```python\n")
-    return user[start:user.find("\n```", start)] + "\n"
+    return user[start : user.find("\n```", start)] + "\n"
 
 
 def responder(request: dict) -> dict:
@@ -71,9 +71,25 @@ def main() -> None:
     seed.write_text(variant(SEED_SOURCE, 128, 1))
     run_dir = out / "run"
     with ScriptedServer(responder=responder) as server:
-        cmd = [sys.executable, "-m", "kernelsmith.cli", "evolve", str(args.task), "--seed", str(seed), "--llm-base-url",
-               server.url, "--model", "scripted", "--device", args.device, "--iterations", str(args.iterations),
-               "--run-dir", str(run_dir)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kernelsmith.cli",
+            "evolve",
+            str(args.task),
+            "--seed",
+            str(seed),
+            "--llm-base-url",
+            server.url,
+            "--model",
+            "scripted",
+            "--device",
+            args.device,
+            "--iterations",
+            str(args.iterations),
+            "--run-dir",
+            str(run_dir),
+        ]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE.parent)
         wall = time.monotonic() - t0
@@ -82,15 +98,33 @@ def main() -> None:
     print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
     if proc.returncode != 0:
         raise SystemExit(f"evolve failed with exit code {proc.returncode}")
-    export = subprocess.run([sys.executable, "-m", "kernelsmith.cli", "export", str(run_dir)], capture_output=True,
-                            text=True, cwd=HERE.parent, check=True).stdout
+    export = subprocess.run(
+        [sys.executable, "-m", "kernelsmith.cli", "export", str(run_dir)],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        check=True,
+    ).stdout
     (out / "export.jsonl").write_text(export)
     summary = json.loads((run_dir / "summary.json").read_text())
     summary["wall_s"] = round(wall, 1)
     summary["llm_requests"] = requests
     summary["programs_table"] = [
-        {k: r[k] for k in ("id", "iteration", "operator", "parent_id", "status", "speedup", "speedup_vs_compile",
-                           "candidate_ms")} for r in map(json.loads, export.splitlines())]
+        {
+            k: r[k]
+            for k in (
+                "id",
+                "iteration",
+                "operator",
+                "parent_id",
+                "status",
+                "speedup",
+                "speedup_vs_compile",
+                "candidate_ms",
+            )
+        }
+        for r in map(json.loads, export.splitlines())
+    ]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
 

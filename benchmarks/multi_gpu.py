@@ -45,9 +45,10 @@ def copies(tag: str, n: int) -> list[str]:
 
 def open_pool(backend: str, device: str, workers: int, options: EvalOptions):
     if backend == "local":
-        return EvalPool(device=device, workers=workers, options=options,
-                        gpus=visible_gpus()[:workers] if device == "cuda" else None)
-    from kernelsmith.serve.ray_pool import RayPool
+        return EvalPool(
+            device=device, workers=workers, options=options, gpus=visible_gpus()[:workers] if device == "cuda" else None
+        )
+    from kernelsmith.evaluate.backends.ray import RayPool
 
     return RayPool(device=device, workers=workers, options=options)
 
@@ -69,11 +70,17 @@ def scaling(backend: str, device: str, counts: list[int], per_worker: int, task:
         finally:
             pool.close()
         uuids = Counter(r.gpu_uuid for r in results)
-        row = {"backend": backend, "workers": k, "evaluations": len(results), "wall_s": round(wall, 2),
-               "per_minute": round(60 * len(results) / wall, 2),
-               "statuses": dict(Counter(r.status.value for r in results)),
-               "distinct_gpus": len([u for u in uuids if u]), "per_gpu": dict(uuids),
-               "candidate_ms_median": statistics.median(r.candidate_ms for r in results if r.candidate_ms)}
+        row = {
+            "backend": backend,
+            "workers": k,
+            "evaluations": len(results),
+            "wall_s": round(wall, 2),
+            "per_minute": round(60 * len(results) / wall, 2),
+            "statuses": dict(Counter(r.status.value for r in results)),
+            "distinct_gpus": len([u for u in uuids if u]),
+            "per_gpu": dict(uuids),
+            "candidate_ms_median": statistics.median(r.candidate_ms for r in results if r.candidate_ms),
+        }
         print("scaling:", json.dumps(row), flush=True)
         rows.append(row)
     base = rows[0]["per_minute"]
@@ -83,7 +90,9 @@ def scaling(backend: str, device: str, counts: list[int], per_worker: int, task:
 
 
 def interference(device: str, n: int, task: Task, options: EvalOptions, reps: int) -> dict:
-    alone_pool = EvalPool(device=device, workers=1, options=options, gpus=visible_gpus()[:1] if device == "cuda" else None)
+    alone_pool = EvalPool(
+        device=device, workers=1, options=options, gpus=visible_gpus()[:1] if device == "cuda" else None
+    )
     try:
         batch(alone_pool, task, copies("alone-warm", 1))
         alone, _ = batch(alone_pool, task, copies("alone", reps))
@@ -96,33 +105,70 @@ def interference(device: str, n: int, task: Task, options: EvalOptions, reps: in
     finally:
         busy_pool.close()
     gpu0 = alone[0].gpu_uuid
-    on_gpu0 = [r.candidate_ms for r in busy if r.gpu_uuid == gpu0 and r.candidate_ms] if gpu0 else \
-        [r.candidate_ms for r in busy if r.candidate_ms]
+    on_gpu0 = (
+        [r.candidate_ms for r in busy if r.gpu_uuid == gpu0 and r.candidate_ms]
+        if gpu0
+        else [r.candidate_ms for r in busy if r.candidate_ms]
+    )
     a = statistics.median(r.candidate_ms for r in alone)
     b = statistics.median(on_gpu0)
-    out = {"gpu0": gpu0, "alone_ms": round(a, 5), "all_busy_ms": round(b, 5), "alone_n": len(alone),
-           "busy_n_on_gpu0": len(on_gpu0), "change_percent": round(100 * (b - a) / a, 3)}
+    out = {
+        "gpu0": gpu0,
+        "alone_ms": round(a, 5),
+        "all_busy_ms": round(b, 5),
+        "alone_n": len(alone),
+        "busy_n_on_gpu0": len(on_gpu0),
+        "change_percent": round(100 * (b - a) / a, 3),
+    }
     print("interference:", json.dumps(out), flush=True)
     return out
 
 
 def suite(backend: str, device: str, n: int, iterations: int, runs: Path) -> dict:
-    cmd = [sys.executable, "-m", "kernelsmith.cli", "evolve-suite", str(REPO / "examples/suite"),
-           "--seeds", str(REPO / "examples/suite_seeds"), "--mutator", "tune", "--iterations", str(iterations),
-           "--device", device, "--workers", str(n), "--runs-dir", str(runs / backend), "--json",
-           *(["--eval-backend", "ray"] if backend == "ray" else []), *(["--small"] if device == "cpu" else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernelsmith.cli",
+        "evolve-suite",
+        str(REPO / "examples/suite"),
+        "--seeds",
+        str(REPO / "examples/suite_seeds"),
+        "--mutator",
+        "tune",
+        "--iterations",
+        str(iterations),
+        "--device",
+        device,
+        "--workers",
+        str(n),
+        "--runs-dir",
+        str(runs / backend),
+        "--json",
+        *(["--eval-backend", "ray"] if backend == "ray" else []),
+        *(["--small"] if device == "cpu" else []),
+    ]
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         return {"backend": backend, "error": p.stderr[-1500:]}
     report = json.loads(p.stdout.strip().splitlines()[-1])
-    evaluations = sum(json.loads((d / "summary.json").read_text())["programs"]
-                      for d in (runs / backend).iterdir() if (d / "summary.json").is_file())
-    out = {"backend": backend, "workers": n, "iterations_per_task": iterations, "wall_s": round(wall, 1),
-           "evaluations": evaluations, "per_minute": round(60 * evaluations / wall, 2),
-           "geomean_vs_compile": report.get("geomean_speedup_vs_compile"),
-           "geomean_vs_eager": report.get("geomean_speedup"), "correct_rate": report.get("correct_rate")}
+    evaluations = sum(
+        json.loads((d / "summary.json").read_text())["programs"]
+        for d in (runs / backend).iterdir()
+        if (d / "summary.json").is_file()
+    )
+    out = {
+        "backend": backend,
+        "workers": n,
+        "iterations_per_task": iterations,
+        "wall_s": round(wall, 1),
+        "evaluations": evaluations,
+        "per_minute": round(60 * evaluations / wall, 2),
+        "geomean_vs_compile": report.get("geomean_speedup_vs_compile"),
+        "geomean_vs_eager": report.get("geomean_speedup"),
+        "correct_rate": report.get("correct_rate"),
+    }
     print("suite:", json.dumps(out), flush=True)
     return out
 
@@ -143,7 +189,7 @@ def main() -> None:
     options = EvalOptions(device=args.device)
     source = TASK.read_text()
     if args.device == "cpu":
-        from kernelsmith.suite.scale import shrink
+        from kernelsmith.task_sizes import shrink
 
         source = shrink(source)
     task = Task.from_source(source, name=TASK.stem)
@@ -162,8 +208,10 @@ def main() -> None:
         report["interference"] = interference(args.device, n, task, options, args.per_worker)
         save()
     if "suite" not in skip:
-        report["suite"] = [suite(b, args.device, n, args.suite_iterations, args.out / "runs")
-                           for b in (["local"] if "ray" in skip else ["local", "ray"])]
+        report["suite"] = [
+            suite(b, args.device, n, args.suite_iterations, args.out / "runs")
+            for b in (["local"] if "ray" in skip else ["local", "ray"])
+        ]
         save()
 
 

@@ -3,6 +3,7 @@ what a device-wide synchronize before the end event costs, and what the profiler
 
     python3 benchmarks/probe_activity.py            # prints one JSON object per finding
 """
+
 import json
 import statistics
 import time
@@ -50,6 +51,7 @@ lin = torch.nn.Linear(512, 256).cuda()
 add_one(x)
 torch.cuda.synchronize()
 
+
 def mixed():
     add_one(x)
     torch.softmax(x, dim=-1)
@@ -59,16 +61,22 @@ def mixed():
     torch.zeros(10, device="cuda")
     x.t().contiguous()
 
+
 show("events", events_of(mixed))
 
-from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes  # noqa: E402 (after the probe's own setup)
+
+
 def hidden():
     with _disable_current_modes(), torch._C.DisableTorchFunction():
         torch.softmax(x, dim=-1)
+
+
 show("hidden_ops", [r for r in events_of(hidden) if "softmax" in r[1].lower()])
 show("profiler_state_inside", None)
 with profile(activities=[ProfilerActivity.CUDA]) as p:
     show("enabled_inside", [torch.autograd.profiler._is_profiler_enabled, torch._C._autograd._profiler_enabled()])
+
 
 # sync latency and side-stream gap
 def gaps(fn, reps=50):
@@ -76,34 +84,60 @@ def gaps(fn, reps=50):
     for _ in range(reps):
         s, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         torch.cuda.synchronize()
-        s.record(); fn(); e1.record(); torch.cuda.synchronize(); e2.record(); torch.cuda.synchronize()
+        s.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        e2.record()
+        torch.cuda.synchronize()
         out.append((s.elapsed_time(e1), s.elapsed_time(e2), e1.elapsed_time(e2)))
     return {k: statistics.median(v[i] for v in out) for i, k in enumerate(("stream_ms", "device_ms", "gap_ms"))}
 
+
 side = torch.cuda.Stream()
 big = torch.rand(4096, 8192, device="cuda")
+
+
 def on_side(t):
     def fn():
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             torch.softmax(t, dim=-1)
+
     return fn
-for label, fn in [("empty", lambda: None), ("small_softmax", lambda: torch.softmax(x, -1)),
-                  ("side_small", on_side(x)), ("large_softmax", lambda: torch.softmax(big, -1)),
-                  ("side_large", on_side(big))]:
-    fn(); torch.cuda.synchronize()
+
+
+for label, fn in [
+    ("empty", lambda: None),
+    ("small_softmax", lambda: torch.softmax(x, -1)),
+    ("side_small", on_side(x)),
+    ("large_softmax", lambda: torch.softmax(big, -1)),
+    ("side_large", on_side(big)),
+]:
+    fn()
+    torch.cuda.synchronize()
     show("gap_" + label, gaps(fn))
+
 
 # profiler overhead on event timing
 def timed(fn, reps=200):
     xs = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); torch.cuda.synchronize(); e.record(); torch.cuda.synchronize()
+        s.record()
+        fn()
+        torch.cuda.synchronize()
+        e.record()
+        torch.cuda.synchronize()
         xs.append(s.elapsed_time(e))
     return statistics.median(xs)
-for label, fn in [("small_add_one", lambda: add_one(x)), ("small_softmax", lambda: torch.softmax(x, -1)),
-                  ("large_softmax", lambda: torch.softmax(big, -1))]:
+
+
+for label, fn in [
+    ("small_add_one", lambda: add_one(x)),
+    ("small_softmax", lambda: torch.softmax(x, -1)),
+    ("large_softmax", lambda: torch.softmax(big, -1)),
+]:
     plain = timed(fn)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
         prof_t = timed(fn)

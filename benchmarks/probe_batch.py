@@ -5,6 +5,7 @@ forward alone. Written to find why an honest side-stream softmax joined back by 
 
     python3 benchmarks/probe_batch.py TASK CANDIDATE [CANDIDATE ...]   # one JSON line per finding
 """
+
 import json
 import sys
 import time
@@ -51,8 +52,7 @@ def main() -> None:
             key = f"{'refill+' if refill else ''}{'checksum+' if checksum else ''}forward"
             row[key + "_ms"] = min(batch(model, task, inputs, weights, refill, checksum) for _ in range(3))
             with ActivityRecorder("cuda") as rec:
-                row[key + "_recorded_ms"] = min(batch(model, task, inputs, weights, refill, checksum)
-                                                for _ in range(3))
+                row[key + "_recorded_ms"] = min(batch(model, task, inputs, weights, refill, checksum) for _ in range(3))
             row["recorded_kernels"] = rec.activity.kernels.total()
         torch.cuda.synchronize()
         t0 = time.perf_counter()

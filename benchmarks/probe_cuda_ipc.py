@@ -55,11 +55,19 @@ def main() -> None:
     from kernelsmith.evaluate import protocol
 
     torch.cuda.init()
-    for case in ("none", "seccomp", "dumpable 0", "no capabilities", "uid after CUDA", "uid before CUDA",
-                 "uid + seccomp"):
+    for case in (
+        "none",
+        "seccomp",
+        "dumpable 0",
+        "no capabilities",
+        "uid after CUDA",
+        "uid before CUDA",
+        "uid + seccomp",
+    ):
         code = CHILD.replace("REPO", repr(REPO)).replace("CASE", repr(case))
-        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         raw = child.stdout.read()
         out = {"case": case}
         try:

@@ -6,6 +6,7 @@ illegal address came back runtime_error (tests/test_evaluate_cuda.py).
 
     python3 benchmarks/probe_fault_then_honest.py [LAYERS ...]   # e.g. "procmask,landlock,seccomp" none
 """
+
 import json
 import os
 import sys
@@ -19,8 +20,10 @@ from kernelsmith.task import Task  # noqa: E402
 
 TASK = Task.from_file(ROOT / "examples/softmax/task.py")
 HONEST = (ROOT / "examples/softmax/triton_softmax.py").read_text()
-OUT_OF_BOUNDS = HONEST.replace("tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
-                               "tl.store(out_ptr + row * out_row_stride + cols + (1 << 40), y, mask=mask)")
+OUT_OF_BOUNDS = HONEST.replace(
+    "tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
+    "tl.store(out_ptr + row * out_row_stride + cols + (1 << 40), y, mask=mask)",
+)
 assert OUT_OF_BOUNDS != HONEST
 
 for layers in sys.argv[1:] or ["procmask,landlock,seccomp"]:
@@ -31,8 +34,17 @@ for layers in sys.argv[1:] or ["procmask,landlock,seccomp"]:
         os.environ["KERNELSMITH_SANDBOX_LAYERS"] = layers
     opts = EvalOptions(device="cuda", timeout=120, trials=2, compile_baseline=False)
     with EvalPool(device="cuda", workers=1, options=opts) as pool:
-        for name, code in [("honest", HONEST), ("out_of_bounds", OUT_OF_BOUNDS), ("honest", HONEST),
-                           ("honest", HONEST), ("honest", HONEST)]:
+        for name, code in [
+            ("honest", HONEST),
+            ("out_of_bounds", OUT_OF_BOUNDS),
+            ("honest", HONEST),
+            ("honest", HONEST),
+            ("honest", HONEST),
+        ]:
             r = pool.evaluate(TASK, code, opts)
-            print(json.dumps({"layers": layers, "candidate": name, "status": r.status.value,
-                              "error": (r.error or "")[-700:]}), flush=True)
+            print(
+                json.dumps(
+                    {"layers": layers, "candidate": name, "status": r.status.value, "error": (r.error or "")[-700:]}
+                ),
+                flush=True,
+            )

@@ -124,9 +124,21 @@ else:
 print("RESULT " + json.dumps(out))
 """
 
-CASES = ("none", "no_new_privs only", "fs, / writable", "fs without /proc/self/task", "fs",
-         "fs + /dev /proc /sys /tmp /run /var writable", "tcp", "scope signal", "scope abstract unix",
-         "all without /proc/self/task", "all", "all torch", "all without /proc/self/task torch")
+CASES = (
+    "none",
+    "no_new_privs only",
+    "fs, / writable",
+    "fs without /proc/self/task",
+    "fs",
+    "fs + /dev /proc /sys /tmp /run /var writable",
+    "tcp",
+    "scope signal",
+    "scope abstract unix",
+    "all without /proc/self/task",
+    "all",
+    "all torch",
+    "all without /proc/self/task torch",
+)
 
 
 def main() -> None:
@@ -135,8 +147,11 @@ def main() -> None:
     cc = shutil.which("cc") or shutil.which("gcc")
     with open(os.path.join(build, "shim.c"), "w") as f:
         f.write(SHIM)
-    made = cc and subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", shim, os.path.join(build, "shim.c"), "-ldl"],
-                                 capture_output=True, text=True)
+    made = cc and subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-o", shim, os.path.join(build, "shim.c"), "-ldl"],
+        capture_output=True,
+        text=True,
+    )
     if not made or made.returncode:
         print(json.dumps({"shim": "not built", "why": made.stderr[-300:] if made else "no C compiler"}))
         shim = None
@@ -150,14 +165,20 @@ def main() -> None:
         line = json.loads(res[-1]) if res else {"case": case, "exit": proc.returncode, "stderr": proc.stderr[-800:]}
         failed = line.get("cuInit", 0) != 0 or line.get("cuda", "ok") != "ok" or not res
         if failed and shim and not case.endswith("torch"):
-            again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                                   env={**env, "LD_PRELOAD": shim})
+            again = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**env, "LD_PRELOAD": shim},
+            )
             notes = [ln[5:] for ln in again.stderr.splitlines() if ln.startswith("SHIM ")]
             line["failing_calls"] = [n for n in notes if "No such file" not in n][:40]
             line["missing_files"] = len([n for n in notes if "No such file" in n])
         print(json.dumps(line), flush=True)
-    log = subprocess.run("dmesg 2>/dev/null | grep -i -E 'landlock|audit' | tail -20", shell=True,
-                         capture_output=True, text=True)
+    log = subprocess.run(
+        "dmesg 2>/dev/null | grep -i -E 'landlock|audit' | tail -20", shell=True, capture_output=True, text=True
+    )
     print(json.dumps({"dmesg": log.stdout.splitlines()}))
 
 

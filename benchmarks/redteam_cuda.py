@@ -81,14 +81,23 @@ def _kernelbench() -> list[Case]:
         task = KB / "problems" / cand.parent.name / cand.name
         notes = ("degenerate_tolerance",) if cand.stem == "23_Softmax" else ()
         cases.append(Case(f"kernelbench {cand.parent.name}/{cand.stem}", cand, task, True, notes=notes))
-    cases.append(Case("token kernel beside torch (level2/1)", REPO / "tests/cases/conv_relu_bias_token.py",
-                      KB / "problems/level2/1_Conv2D_ReLU_BiasAdd.py", False, ("torch_compute_op",)))
+    cases.append(
+        Case(
+            "token kernel beside torch (level2/1)",
+            REPO / "tests/cases/conv_relu_bias_token.py",
+            KB / "problems/level2/1_Conv2D_ReLU_BiasAdd.py",
+            False,
+            ("torch_compute_op",),
+        )
+    )
     return cases
 
 
 def _few_shot() -> list[Case]:
-    return [Case(f"few-shot {p.stem}", p, p.with_name(p.name.replace("model_new_ex_", "model_ex_")), True)
-            for p in sorted((KB / "few_shot").glob("model_new_ex_*.py"))]
+    return [
+        Case(f"few-shot {p.stem}", p, p.with_name(p.name.replace("model_new_ex_", "model_ex_")), True)
+        for p in sorted((KB / "few_shot").glob("model_new_ex_*.py"))
+    ]
 
 
 GROUPS = {"redteam": lambda: REDTEAM, "kernelbench": _kernelbench, "few_shot": _few_shot}
@@ -130,21 +139,39 @@ def main() -> None:
                 r = pool.evaluate(Task.from_file(c.task), c.candidate.read_text(), opts)
                 bad = judge_case(c, r)
                 passed, failed = passed + (not bad), failed + bool(bad)
-                rows.append({"group": group, "name": c.name, "task": c.task.stem, "expected_success": c.success,
-                             "ok": not bad, "problems": bad, "status": r.status.value, "success": r.success,
-                             "flags": [f.value for f in r.flags], "task_notes": [n.value for n in r.task_notes],
-                             "speedup": r.speedup, "candidate_ms": r.candidate_ms, "reference_ms": r.reference_ms,
-                             "floor_ms": r.floor_ms, "judge_timing": r.judge_timing and r.judge_timing.model_dump(),
-                             "timing_median_ms": r.timing and r.timing.median_ms,
-                             "kernels": [k.model_dump() for k in r.kernels][:8],
-                             "reference_kernels": [k.model_dump() for k in r.reference_kernels][:8],
-                             "flag_details": {k.value: v for k, v in r.flag_details.items()},
-                             "error": (r.error or "")[-600:], "seconds": time.monotonic() - t0})
+                rows.append(
+                    {
+                        "group": group,
+                        "name": c.name,
+                        "task": c.task.stem,
+                        "expected_success": c.success,
+                        "ok": not bad,
+                        "problems": bad,
+                        "status": r.status.value,
+                        "success": r.success,
+                        "flags": [f.value for f in r.flags],
+                        "task_notes": [n.value for n in r.task_notes],
+                        "speedup": r.speedup,
+                        "candidate_ms": r.candidate_ms,
+                        "reference_ms": r.reference_ms,
+                        "floor_ms": r.floor_ms,
+                        "judge_timing": r.judge_timing and r.judge_timing.model_dump(),
+                        "timing_median_ms": r.timing and r.timing.median_ms,
+                        "kernels": [k.model_dump() for k in r.kernels][:8],
+                        "reference_kernels": [k.model_dump() for k in r.reference_kernels][:8],
+                        "flag_details": {k.value: v for k, v in r.flag_details.items()},
+                        "error": (r.error or "")[-600:],
+                        "seconds": time.monotonic() - t0,
+                    }
+                )
                 (args.out / "redteam_cuda.json").write_text(json.dumps(rows, indent=2))
                 sp = f"{r.speedup:.3g}x" if r.speedup else "-"
                 tail = "; ".join(bad) if bad else ((r.error or "").strip().splitlines() or [""])[-1][:80]
-                print(f"{'ok  ' if not bad else 'FAIL'} {c.name[:44]:44s} {c.task.stem[:26]:26s} {r.status.value:13s} "
-                      f"{sp:>8s} {','.join(f.value for f in r.flags) or '-':28s} {tail}", flush=True)
+                print(
+                    f"{'ok  ' if not bad else 'FAIL'} {c.name[:44]:44s} {c.task.stem[:26]:26s} {r.status.value:13s} "
+                    f"{sp:>8s} {','.join(f.value for f in r.flags) or '-':28s} {tail}",
+                    flush=True,
+                )
     print(f"gate: {passed} passed, {failed} failed")
 
 

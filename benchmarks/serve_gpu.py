@@ -49,8 +49,9 @@ def direct(tmp: Path, tags: list[str], device: str) -> dict:
         path = tmp / f"cand_{tag}.py"
         path.write_text(variant(tag))
         t0 = time.monotonic()
-        p = subprocess.run([*KS, "eval", str(TASK), str(path), "--device", device, "--json"], capture_output=True,
-                           text=True, cwd=REPO)
+        p = subprocess.run(
+            [*KS, "eval", str(TASK), str(path), "--device", device, "--json"], capture_output=True, text=True, cwd=REPO
+        )
         walls.append(time.monotonic() - t0)
         if p.returncode != 0:
             raise SystemExit(f"kernelsmith eval failed:\n{p.stderr[-2000:]}")
@@ -58,8 +59,14 @@ def direct(tmp: Path, tags: list[str], device: str) -> dict:
         statuses.append(r["status"])
         times.append(r["candidate_ms"])
     total = sum(walls)
-    return {"evaluations": len(tags), "wall_s": round(total, 2), "per_minute": round(60 * len(tags) / total, 2),
-            "latency_s": _pct(walls), "statuses": _count(statuses), "candidate_ms_median": _median(times)}
+    return {
+        "evaluations": len(tags),
+        "wall_s": round(total, 2),
+        "per_minute": round(60 * len(tags) / total, 2),
+        "latency_s": _pct(walls),
+        "statuses": _count(statuses),
+        "candidate_ms_median": _median(times),
+    }
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen, str, float]:
@@ -97,7 +104,7 @@ def post(url: str, body: dict) -> dict:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             if e.code != 429:
-                raise SystemExit(f"service answered {e.code}: {e.read()[:500]!r}")
+                raise SystemExit(f"service answered {e.code}: {e.read()[:500]!r}") from None
             time.sleep(float(e.headers.get("Retry-After", "1")))
 
 
@@ -105,8 +112,10 @@ def through_service(args: list[str], tags: list[str], clients: int, device: str)
     proc, url, startup = start(["--device", device, *args])
     try:
         task_source = TASK.read_text()
-        bodies = [{"task_source": task_source, "task_name": TASK.stem, "candidate_source": variant(t), "device": device}
-                  for t in tags]
+        bodies = [
+            {"task_source": task_source, "task_name": TASK.stem, "candidate_source": variant(t), "device": device}
+            for t in tags
+        ]
         results: list = [None] * len(bodies)
         latency: list = [None] * len(bodies)
 
@@ -131,17 +140,27 @@ def through_service(args: list[str], tags: list[str], clients: int, device: str)
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return {"evaluations": len(tags), "clients": clients, "startup_s": round(startup, 2), "wall_s": round(wall, 2),
-            "per_minute": round(60 * len(tags) / wall, 2), "latency_s": _pct(latency),
-            "statuses": _count([r["status"] for r in results]),
-            "candidate_ms_median": _median([r["candidate_ms"] for r in results]),
-            "gpu_name": results[0].get("gpu_name"), "service_health": health}
+    return {
+        "evaluations": len(tags),
+        "clients": clients,
+        "startup_s": round(startup, 2),
+        "wall_s": round(wall, 2),
+        "per_minute": round(60 * len(tags) / wall, 2),
+        "latency_s": _pct(latency),
+        "statuses": _count([r["status"] for r in results]),
+        "candidate_ms_median": _median([r["candidate_ms"] for r in results]),
+        "gpu_name": results[0].get("gpu_name"),
+        "service_health": health,
+    }
 
 
 def _pct(xs: list[float]) -> dict:
     s = sorted(xs)
-    return {"p50": round(statistics.median(s), 2), "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 2),
-            "max": round(s[-1], 2)}
+    return {
+        "p50": round(statistics.median(s), 2),
+        "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 2),
+        "max": round(s[-1], 2),
+    }
 
 
 def _median(xs: list) -> float | None:
@@ -167,7 +186,7 @@ def main() -> None:
     tmp = args.out / "candidates"
     tmp.mkdir(exist_ok=True)
     if args.small:
-        from kernelsmith.suite.scale import shrink_file
+        from kernelsmith.task_sizes import shrink_file
 
         global TASK
         small = tmp / TASK.name
@@ -180,12 +199,14 @@ def main() -> None:
     print("cold first eval:", warm, flush=True)
     report["direct"] = direct(tmp, [f"d{i}" for i in range(args.direct)], args.device)
     print("direct:", report["direct"], flush=True)
-    report["service_local"] = through_service(["--backend", "local"], [f"l{i}" for i in range(args.service)],
-                                              args.clients, args.device)
+    report["service_local"] = through_service(
+        ["--backend", "local"], [f"l{i}" for i in range(args.service)], args.clients, args.device
+    )
     print("service local:", report["service_local"], flush=True)
     if not args.skip_ray:
-        report["service_ray"] = through_service(["--backend", "ray"], [f"r{i}" for i in range(args.service)],
-                                                args.clients, args.device)
+        report["service_ray"] = through_service(
+            ["--backend", "ray"], [f"r{i}" for i in range(args.service)], args.clients, args.device
+        )
         print("service ray:", report["service_ray"], flush=True)
     (args.out / "serve_gpu.json").write_text(json.dumps(report, indent=2))
 

@@ -14,8 +14,16 @@ import sys
 import zipfile
 from pathlib import Path
 
-DROP = ("ray/jars/", "ray/dashboard/client/", "ray/rllib/", "ray/tune/", "ray/train/", "ray/serve/", "ray/data/",
-        "ray/llm/")
+DROP = (
+    "ray/jars/",
+    "ray/dashboard/client/",
+    "ray/rllib/",
+    "ray/tune/",
+    "ray/train/",
+    "ray/serve/",
+    "ray/data/",
+    "ray/llm/",
+)
 
 
 def strip(src: Path, out_dir: Path) -> Path:

@@ -93,8 +93,11 @@ def analyze(source: str) -> StaticFacts:
         elif isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline":
             kernels += [Kernel(n, "cuda", node.lineno) for n in _load_inline_kernels(node)]
     has_model_new = top_level_names(tree).get("ModelNew") is not None
-    globals_ = tuple(dict.fromkeys(m.group(1) for m in _GLOBAL_FN.finditer(source)
-                                   if m.group(1) not in ("void", "__launch_bounds__")))
+    globals_ = tuple(
+        dict.fromkeys(
+            m.group(1) for m in _GLOBAL_FN.finditer(source) if m.group(1) not in ("void", "__launch_bounds__")
+        )
+    )
     return StaticFacts(has_model_new=has_model_new, kernels=tuple(kernels), cuda_globals=globals_)
 
 
@@ -104,7 +107,7 @@ class Candidate:
     name: str = "candidate"
 
     @classmethod
-    def from_file(cls, path) -> "Candidate":
+    def from_file(cls, path) -> Candidate:
         p = Path(path)
         source = read_source(p, "candidate", CandidateError)
         facts = analyze(source)

@@ -11,13 +11,17 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsmith.cli_errors import check_paths, fail, print_error
+from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
-from kernelsmith.serve.cli import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 
 # -h as well as --help; every subcommand inherits it from this context.
-app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Evolve fast, verified GPU kernels for PyTorch operators.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Evolve fast, verified GPU kernels for PyTorch operators.",
+)
 console = Console()
 
 
@@ -31,8 +35,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                 help="print the version and exit"),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+    ),
 ) -> None:
     """Evolve fast, verified GPU kernels for PyTorch operators."""
 
@@ -73,8 +78,12 @@ def _fmt(x, unit: str = "", digits: int = 3) -> str:
 
 def print_result(result, task_name: str, candidate_name: str) -> None:
     colour = {"correct": "green", "incorrect": "red"}.get(result.status.value, "yellow")
-    table = Table(title=f"{candidate_name} vs {task_name} ({result.device}"
-                        + (f", {result.gpu_name}" if result.device == "cuda" else "") + ")", show_header=False)
+    table = Table(
+        title=f"{candidate_name} vs {task_name} ({result.device}"
+        + (f", {result.gpu_name}" if result.device == "cuda" else "")
+        + ")",
+        show_header=False,
+    )
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", f"[{colour}]{result.status.value}[/]")
@@ -90,24 +99,41 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
         compiled = _fmt(result.compile_ms, " ms", 4)
     table.add_row("torch.compile", compiled)
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
-    table.add_row("kernels", kernels + (f"  ({result.kernel_launches} launches in trials)"
-                                        if result.kernel_launches is not None else ""))
+    table.add_row(
+        "kernels",
+        kernels + (f"  ({result.kernel_launches} launches in trials)" if result.kernel_launches is not None else ""),
+    )
     if result.trials:
         worst = max((t.max_abs_err or 0.0) for t in result.trials)
-        table.add_row("trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}")
+        table.add_row(
+            "trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}"
+        )
     table.add_row("flags", ", ".join(f.value for f in result.flags) or "none")
     for note, detail in result.task_notes.items():
         table.add_row("task note", f"{note.value}: {detail}")
-    table.add_row("operator rule", f"--torch-ops {result.torch_ops}"
-                  + (f" (decided from {result.activity_source} activity)" if result.activity_source else ""))
+    table.add_row(
+        "operator rule",
+        f"--torch-ops {result.torch_ops}"
+        + (f" (decided from {result.activity_source} activity)" if result.activity_source else ""),
+    )
     if result.containment:
         missing = [g for g, v in result.containment.get("guarantees", {}).items() if v != "holds"]
         layers = [k for k, v in result.containment.get("layers", {}).items() if str(v).startswith("on")]
-        table.add_row("containment", (", ".join(layers) or "no layer") + (
-            f"; NOT contained: {', '.join(missing)} (kernelsmith doctor)" if missing else "; all five guarantees hold"))
+        table.add_row(
+            "containment",
+            (", ".join(layers) or "no layer")
+            + (
+                f"; NOT contained: {', '.join(missing)} (kernelsmith doctor)"
+                if missing
+                else "; all five guarantees hold"
+            ),
+        )
     s = result.stages
-    table.add_row("seconds", f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
-                             f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})")
+    table.add_row(
+        "seconds",
+        f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
+        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
+    )
     console.print(table)
     if result.error:
         console.print("error:\n" + result.error, highlight=False, markup=False)
@@ -122,10 +148,15 @@ def eval_cmd(
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
     memory_limit: str = typer.Option("8G", help="host memory limit for the candidate, e.g. 3G"),
     trials: int = typer.Option(_defaults().trials, min=1, help="correctness trials, each on fresh random inputs"),
-    compile_baseline: bool | None = typer.Option(None, help="also time torch.compile of the reference \\[default: on for cuda, off for cpu]"),
+    compile_baseline: bool | None = typer.Option(
+        None, help="also time torch.compile of the reference \\[default: on for cuda, off for cpu]"
+    ),
     cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
-    torch_ops: str = typer.Option(_defaults().torch_ops, help="partial: library ops may do part of the work "
-                                  "(KernelBench's rule); none: any library compute in forward fails"),
+    torch_ops: str = typer.Option(
+        _defaults().torch_ops,
+        help="partial: library ops may do part of the work "
+        "(KernelBench's rule); none: any library compute in forward fails",
+    ),
 ) -> None:
     """Compile, check and time CANDIDATE against TASK; print the verdict."""
     from kernelsmith.candidate import Candidate
@@ -137,10 +168,16 @@ def eval_cmd(
         check_paths("file", "candidate file", candidate)
         t = Task.from_file(task)
         c = Candidate.from_file(candidate)
-        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout,
-                               memory_limit=memory_limit,
-                               trials=trials, compile_baseline=compile_baseline, use_baseline_cache=cache,
-                               torch_ops=torch_ops)
+        opts = options_or_fail(
+            EvalOptions,
+            device=device.value,
+            timeout=timeout,
+            memory_limit=memory_limit,
+            trials=trials,
+            compile_baseline=compile_baseline,
+            use_baseline_cache=cache,
+            torch_ops=torch_ops,
+        )
         result = evaluate(t, c, opts)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
@@ -150,11 +187,12 @@ def eval_cmd(
         print_result(result, t.name, c.name)
 
 
-def _evolve_overrides(llm_base_url: str | None, model: str | None, device: Device | None,
-                      backend: tuple = (None, None, None), **simple) -> dict:
+def _evolve_overrides(
+    llm_base_url: str | None, model: str | None, device: Device | None, backend: tuple = (None, None, None), **simple
+) -> dict:
     """The config fields the flags set (a flag left out leaves the config file's value).
     `backend`: the --eval-backend, --ray-address and --eval-url flags."""
-    from kernelsmith.serve.backends import backend_overrides
+    from kernelsmith.evaluate.backends import backend_overrides
 
     overrides: dict = {k: v for k, v in simple.items() if v is not None}
     kind, ray_address, eval_url = backend
@@ -179,18 +217,26 @@ def _check_model(llm_base_url: str | None, model: str | None, config: Path | Non
         return
     llm = read_config_file(config).get("llm") if config else None
     if not (isinstance(llm, dict) and llm.get("models")):
-        raise UserError("--llm-base-url needs --model (the model's name at that endpoint), "
-                        "or a config file whose [llm] lists models")
+        raise UserError(
+            "--llm-base-url needs --model (the model's name at that endpoint), "
+            "or a config file whose [llm] lists models"
+        )
 
 
 @app.command("evolve")
 def evolve_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file"),
-    seed: Path | None = typer.Option(None, help="starting candidate (ModelNew); without it the LLM translates the reference first"),
+    seed: Path | None = typer.Option(
+        None, help="starting candidate (ModelNew); without it the LLM translates the reference first"
+    ),
     llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"),
     model: str | None = typer.Option(None, help="model name at that endpoint (a config can list an ensemble)"),
-    iterations: int | None = typer.Option(None, min=0, help="iterations in total, the start not counted \\[default: 40]"),
-    run_dir: Path | None = typer.Option(None, help="where the run lives \\[default: runs/TASK]; an existing run there resumes"),
+    iterations: int | None = typer.Option(
+        None, min=0, help="iterations in total, the start not counted \\[default: 40]"
+    ),
+    run_dir: Path | None = typer.Option(
+        None, help="where the run lives \\[default: runs/TASK]; an existing run there resumes"
+    ),
     device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
     max_cost: float | None = typer.Option(None, help="stop proposing once the run has cost this many USD"),
@@ -198,7 +244,9 @@ def evolve_cmd(
     time_limit: float | None = typer.Option(None, help="stop proposing after this many seconds"),
     early_stop: int | None = typer.Option(None, help="stop after this many iterations without a new best"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
-    mutator: Mutator = typer.Option(Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    mutator: Mutator = typer.Option(
+        Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"
+    ),
     small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
@@ -208,7 +256,9 @@ def evolve_cmd(
 ) -> None:
     """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
     from kernelsmith.candidate import Candidate
-    from kernelsmith.evolve.run import default_run_dir, evolve_config, load_task, run_evolve
+    from kernelsmith.evolve.run import default_run_dir, evolve_config, run_evolve
+    from kernelsmith.report import write_run_report
+    from kernelsmith.task_sizes import load_task
 
     try:
         check_paths("file", "task file", task)
@@ -216,17 +266,36 @@ def evolve_cmd(
         check_paths("file", "config file", config)
         check_paths("dir", "run directory", run_dir)
         _check_model(llm_base_url, model, config, mutator.value)
-        overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
-                                      iterations=iterations, max_cost=max_cost, max_tokens=max_tokens,
-                                      time_limit=time_limit, early_stop=early_stop, workers=workers)
+        overrides = _evolve_overrides(
+            llm_base_url,
+            model,
+            device,
+            (eval_backend, ray_address, eval_url),
+            iterations=iterations,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            time_limit=time_limit,
+            early_stop=early_stop,
+            workers=workers,
+        )
         t = load_task(task, small)
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator.value)
         if quiet or json_out:
-            summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), lambda text: None)
+            summary = run_evolve(
+                t, seed_code, cfg, run_dir or default_run_dir(task), lambda text: None, write_report=write_run_report
+            )
         else:
             with LiveProgress(console, t.name, cfg.iterations) as view:
-                summary = run_evolve(t, seed_code, cfg, run_dir or default_run_dir(task), view.say, view=view)
+                summary = run_evolve(
+                    t,
+                    seed_code,
+                    cfg,
+                    run_dir or default_run_dir(task),
+                    view.say,
+                    view=view,
+                    write_report=write_run_report,
+                )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -268,17 +337,18 @@ def bench_cmd(
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
     json_out: bool = typer.Option(False, "--json", help="print the report as one JSON object on the last line"),
-    html: Path | None = typer.Option(None, help="also write the report as a self-contained HTML page "
-                                           "(a directory: suite_report.html inside it)"),
+    html: Path | None = typer.Option(
+        None, help="also write the report as a self-contained HTML page (a directory: suite_report.html inside it)"
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress, only the report"),
 ) -> None:
     """Evaluate every task's solution: correctness rate, fast_p, AMSR and geometric-mean speedup."""
     from contextlib import closing
 
     from kernelsmith.evaluate import EvalOptions
-    from kernelsmith.serve.backends import backend_from_flags, open_backend
+    from kernelsmith.evaluate.backends import backend_from_flags, open_backend
     from kernelsmith.suite.bench import run_bench, scan_suite
-    from kernelsmith.suite.scale import shrink
+    from kernelsmith.task_sizes import shrink
 
     try:
         check_paths("dir", "suite directory", suite_dir)
@@ -300,8 +370,9 @@ def bench_cmd(
                             fastest[:] = [max(fastest + [(row.speedup, row.task)])]
                         view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
-                    report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None,
-                                       on_result=progress)
+                    report = run_bench(
+                        suite_dir, solutions, pool, transform=shrink if small else None, on_result=progress
+                    )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     _print_report(report, json_out, html)
@@ -310,10 +381,14 @@ def bench_cmd(
 @app.command("evolve-suite")
 def evolve_suite_cmd(
     suite_dir: Path = typer.Argument(..., help="a folder of task files"),
-    seeds: Path | None = typer.Option(None, help="starting candidates at the same relative paths (else the LLM translates)"),
+    seeds: Path | None = typer.Option(
+        None, help="starting candidates at the same relative paths (else the LLM translates)"
+    ),
     runs_dir: Path = typer.Option(Path("runs/suite"), help="one run directory per task below it, and the report"),
     iterations: int | None = typer.Option(None, min=0, help="iterations per task \\[default: 40]"),
-    mutator: Mutator = typer.Option(Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"),
+    mutator: Mutator = typer.Option(
+        Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"
+    ),
     llm_base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint"),
     model: str | None = typer.Option(None, help="model name at that endpoint"),
     device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
@@ -325,13 +400,16 @@ def evolve_suite_cmd(
     eval_url: str | None = EVAL_URL,
     quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
     json_out: bool = typer.Option(False, "--json", help="print the suite report as one JSON object on the last line"),
-    html: Path | None = typer.Option(None, help="where the HTML suite report goes \\[default: RUNS_DIR/suite_report.html]"),
+    html: Path | None = typer.Option(
+        None, help="where the HTML suite report goes \\[default: RUNS_DIR/suite_report.html]"
+    ),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
     from contextlib import closing
 
+    from kernelsmith.evaluate.backends import open_backend
     from kernelsmith.evolve.run import evolve_config
-    from kernelsmith.serve.backends import open_backend
+    from kernelsmith.report import write_run_report
     from kernelsmith.suite.evolve_suite import evolve_suite
 
     try:
@@ -340,15 +418,20 @@ def evolve_suite_cmd(
         check_paths("dir", "runs directory", runs_dir)
         check_paths("file", "config file", config)
         _check_model(llm_base_url, model, config, mutator.value)
-        overrides = _evolve_overrides(llm_base_url, model, device, (eval_backend, ray_address, eval_url),
-                                      iterations=iterations, workers=workers)
+        overrides = _evolve_overrides(
+            llm_base_url, model, device, (eval_backend, ray_address, eval_url), iterations=iterations, workers=workers
+        )
         cfg = evolve_config(config, overrides, mutator.value)
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
             if quiet or json_out:
-                report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None)
+                report = evolve_suite(
+                    suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None, write_report=write_run_report
+                )
             else:
                 with LiveProgress(console, "suite", cfg.iterations) as view:
-                    report = evolve_suite(suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view=view)
+                    report = evolve_suite(
+                        suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view=view, write_report=write_run_report
+                    )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -383,8 +466,7 @@ def runs_cmd(
         return
     table = Table(title=f"runs below {root}")
     for col in ("run", "task", "iterations", "programs", "best", "started"):
-        table.add_column(col, justify="right" if col in ("iterations", "programs", "best") else "left",
-                         overflow="fold")
+        table.add_column(col, justify="right" if col in ("iterations", "programs", "best") else "left", overflow="fold")
     for r in runs:
         best = f"{r.best_speedup:.3g}x (#{r.best_program})" if r.best_speedup is not None else "-"
         where = str(Path(r.run_dir).relative_to(root)) if Path(r.run_dir).is_relative_to(root) else r.run_dir
@@ -396,8 +478,9 @@ def runs_cmd(
 @app.command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="a run directory made by `kernelsmith evolve`"),
-    out: Path | None = typer.Option(None, help="where the page goes: a file, or a directory for its report.html "
-                                         "\\[default: RUN_DIR/report.html]"),
+    out: Path | None = typer.Option(
+        None, help="where the page goes: a file, or a directory for its report.html \\[default: RUN_DIR/report.html]"
+    ),
 ) -> None:
     """Write a self-contained HTML report of a run (opens with no network)."""
     from kernelsmith.report import write_run_report
@@ -438,6 +521,7 @@ def export_cmd(
     out = sys.stdout
     for row in rows:
         out.write(json.dumps(row) + "\n")
+
 
 @app.command("doctor")
 def doctor_cmd(

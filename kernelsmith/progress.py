@@ -14,9 +14,17 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-STATUS_STYLE = {"correct": "green", "flagged": "yellow", "incorrect": "red", "compile_error": "dark_orange",
-                "runtime_error": "magenta", "timeout": "magenta", "rejected": "grey50", "no_program": "grey50",
-                "missing": "grey50"}
+STATUS_STYLE = {
+    "correct": "green",
+    "flagged": "yellow",
+    "incorrect": "red",
+    "compile_error": "dark_orange",
+    "runtime_error": "magenta",
+    "timeout": "magenta",
+    "rejected": "grey50",
+    "no_program": "grey50",
+    "missing": "grey50",
+}
 
 
 class LiveProgress:
@@ -24,11 +32,24 @@ class LiveProgress:
         self.console = console
         self.counts: Counter[str] = Counter()
         self.best: str = "no correct program yet"
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+        )
         self.bar = self.progress.add_task(what, total=total)
-        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False,
-                         redirect_stdout=False, redirect_stderr=False)
+        self.live = Live(
+            self._render(),
+            console=console,
+            refresh_per_second=4,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
 
     def _render(self) -> Group:
         counts = Text("  ")
@@ -36,7 +57,7 @@ class LiveProgress:
             counts.append(f"{status} {n}  ", style=STATUS_STYLE.get(status, ""))
         return Group(self.progress, Text(f"  best so far: {self.best}", style="bold"), counts)
 
-    def __enter__(self) -> "LiveProgress":
+    def __enter__(self) -> LiveProgress:
         self.live.__enter__()
         return self
 

@@ -54,12 +54,12 @@ class Task:
     path: str | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Task":
+    def from_file(cls, path: str | Path) -> Task:
         p = Path(path)
         return cls.from_source(read_source(p, "task", TaskError), name=p.stem, path=str(p))
 
     @classmethod
-    def from_source(cls, source: str, name: str = "task", path: str | None = None) -> "Task":
+    def from_source(cls, source: str, name: str = "task", path: str | None = None) -> Task:
         where = path or name
         try:
             tree = ast.parse(source)

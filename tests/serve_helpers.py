@@ -30,8 +30,11 @@ def variant(tag: str, sleep_s: float = 0.0) -> str:
     optionally a sleep in forward so that an evaluation lasts long enough to be interrupted."""
     code = SOFTMAX_HONEST.read_text() + f"\n# variant {tag}\n"
     if sleep_s:
-        code = code.replace("    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
-                            f"    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        __import__('time').sleep({sleep_s})\n", 1)
+        code = code.replace(
+            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+            f"    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        __import__('time').sleep({sleep_s})\n",
+            1,
+        )
         assert "sleep" in code
     return code
 
@@ -56,8 +59,13 @@ class Served:
 def start_service(log_dir: Path, *args: str, env: dict | None = None) -> Served:
     log = log_dir / f"serve-{time.monotonic_ns()}.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen([str(KERNELSMITH), "serve", "--device", "cpu", "--host", "127.0.0.1", "--port", "0", *args],
-                                stdout=subprocess.PIPE, stderr=err, cwd=REPO, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [str(KERNELSMITH), "serve", "--device", "cpu", "--host", "127.0.0.1", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     end = time.monotonic() + START_WAIT
@@ -77,12 +85,14 @@ def start_service(log_dir: Path, *args: str, env: dict | None = None) -> Served:
     return Served(proc, m.group(1).decode(), log)
 
 
-def http(method: str, url: str, body: dict | bytes | None = None, headers: dict | None = None,
-         timeout: float = 300.0) -> tuple[int, object, object]:
+def http(
+    method: str, url: str, body: dict | bytes | None = None, headers: dict | None = None, timeout: float = 300.0
+) -> tuple[int, object, object]:
     """(status, headers (case-insensitive), parsed JSON body) without raising on 4xx/5xx."""
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with _NO_PROXY.open(req, timeout=timeout) as resp:
             return resp.status, resp.headers, json.loads(resp.read())
@@ -92,8 +102,16 @@ def http(method: str, url: str, body: dict | bytes | None = None, headers: dict 
 
 
 def evaluate_body(candidate: str, task: Path = SOFTMAX_TASK, **options) -> dict:
-    return {"task_source": task.read_text(), "task_name": task.stem, "candidate_source": candidate,
-            "device": "cpu", "trials": 2, "timeout": 120, "memory_limit": "1G", **options}
+    return {
+        "task_source": task.read_text(),
+        "task_name": task.stem,
+        "candidate_source": candidate,
+        "device": "cpu",
+        "trials": 2,
+        "timeout": 120,
+        "memory_limit": "1G",
+        **options,
+    }
 
 
 def judges(pid: int) -> list[int]:

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from kernelsmith.evaluate import judge_clock
-from kernelsmith.evaluate.activity import Activity, ActivityRecorder, KernelSpan, base_name, judge_operators, stream_order
+from kernelsmith.evaluate.activity import (
+    Activity,
+    ActivityRecorder,
+    KernelSpan,
+    base_name,
+    judge_operators,
+    stream_order,
+)
 
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false, false>(float*, float const*, int, int, int, bool const*, int)"
 FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
@@ -28,14 +35,17 @@ def _window(*kernels: tuple[str, int, int, int]) -> list[KernelSpan]:
     return spans + [KernelSpan(n, stream, a * 1000, b * 1000) for n, stream, a, b in kernels]
 
 
-@pytest.mark.parametrize("kernels,late,early", [
-    ([("softmax", CALLER, 2000, 2001)], {}, {}),  # on the caller's stream
-    ([("softmax", SIDE, 2000, 2001)], {}, {}),  # on a side stream, joined back before forward returned
-    ([("softmax", SIDE, 2001, 2006)], {"softmax": 1}, {}),  # still running after forward returned, unawaited
-    ([("softmax", SIDE, 500, 505)], {}, {"softmax": 1}),  # ran during the caller's earlier work
-    ([("k", CALLER, 2000, 2001), ("k", SIDE, 100, 2500)], {"k": 1}, {}),
-    ([(SPIN, SIDE, 2001, 2100)], {SPIN: 1}, {}),  # a candidate's own spin is judged like any kernel
-])
+@pytest.mark.parametrize(
+    "kernels,late,early",
+    [
+        ([("softmax", CALLER, 2000, 2001)], {}, {}),  # on the caller's stream
+        ([("softmax", SIDE, 2000, 2001)], {}, {}),  # on a side stream, joined back before forward returned
+        ([("softmax", SIDE, 2001, 2006)], {"softmax": 1}, {}),  # still running after forward returned, unawaited
+        ([("softmax", SIDE, 500, 505)], {}, {"softmax": 1}),  # ran during the caller's earlier work
+        ([("k", CALLER, 2000, 2001), ("k", SIDE, 100, 2500)], {"k": 1}, {}),
+        ([(SPIN, SIDE, 2001, 2100)], {SPIN: 1}, {}),  # a candidate's own spin is judged like any kernel
+    ],
+)
 def test_stream_order(kernels, late, early):
     result = stream_order(_window(*kernels))
     assert result is not None
@@ -69,13 +79,16 @@ def _device(**kernels) -> Activity:
 REF = Activity(kernels=Counter({CONV: 1, RELU: 1, "add_bias": 1}))
 
 
-@pytest.mark.parametrize("cand,policy,flag", [
-    ({CONV: 1, "fused_relu_bias": 1}, "partial", None),  # the library conv kept: KernelBench's rule
-    ({CONV: 1, "fused_relu_bias": 1}, "none", "torch_compute_op"),
-    ({CONV: 1, RELU: 1, "add_bias": 1, "copy_kernel": 1}, "partial", "torch_compute_op"),  # a token kernel
-    ({CONV: 1, RELU: 1, "add_bias": 1}, "partial", "no_custom_kernel"),
-    ({FILL: 1, "fused_all": 1}, "none", None),  # fills are glue
-])
+@pytest.mark.parametrize(
+    "cand,policy,flag",
+    [
+        ({CONV: 1, "fused_relu_bias": 1}, "partial", None),  # the library conv kept: KernelBench's rule
+        ({CONV: 1, "fused_relu_bias": 1}, "none", "torch_compute_op"),
+        ({CONV: 1, RELU: 1, "add_bias": 1, "copy_kernel": 1}, "partial", "torch_compute_op"),  # a token kernel
+        ({CONV: 1, RELU: 1, "add_bias": 1}, "partial", "no_custom_kernel"),
+        ({FILL: 1, "fused_all": 1}, "none", None),  # fills are glue
+    ],
+)
 def test_operator_rule_on_device_kernels(cand, policy, flag):
     v = judge_operators(Activity(kernels=Counter(cand)), REF, {"fused_relu_bias", "copy_kernel", "fused_all"}, policy)
     assert v.flag == flag, v
@@ -90,8 +103,9 @@ def test_a_kernel_the_reference_launches_is_never_own():
 
 def test_cpu_rule_on_aten_ops():
     ref = Activity(ops=Counter({"softmax": 1, "_softmax": 1}))
-    cheat = judge_operators(Activity(ops=Counter({"softmax": 1, "_softmax": 1, "empty_like": 1})), ref, set(),
-                            "partial", python_launches=1)
+    cheat = judge_operators(
+        Activity(ops=Counter({"softmax": 1, "_softmax": 1, "empty_like": 1})), ref, set(), "partial", python_launches=1
+    )
     honest = judge_operators(Activity(ops=Counter({"empty_like": 1})), ref, set(), "partial", python_launches=1)
     assert cheat.flag == "torch_compute_op" and honest.flag is None
 
@@ -112,16 +126,19 @@ def test_a_stopped_recorder_is_tampered():
     assert rec.activity.tampered
 
 
-@pytest.mark.parametrize("device,sandbox_ms,wall_ms,calls,overhead,mismatch", [
-    ("cuda", 3.1, 33 * (3.4 + 8.5), 33, 8.5, False),  # an honest 3 ms call (H200 numbers)
-    ("cuda", 1e-6, 33 * (3.4 + 8.5), 33, 8.5, True),  # the same call, its time forged
-    ("cuda", 1.6, 33 * (3.4 + 8.5), 33, 8.5, False),  # a 2x lie is within the margin
-    ("cuda", 0.1, 50 * (0.44 + 0.7), 50, 0.7, False),  # a host-bound 0.1 ms call: left to the roofline flag
-    ("cuda", 0.092, 56.43, 50, 0.359, False),  # side stream joined back: the judge's clock 8x the events'
-    ("cpu", 140.0, 2 * 230.0, 2, 2.0, False),
-    ("cpu", 7.1, 6 * (19.8 + 1.3), 6, 1.3, False),  # 2.8x under a parallel test run: noise
-    ("cpu", 1e-6, 6 * 170.0, 6, 8.0, True),
-])
+@pytest.mark.parametrize(
+    "device,sandbox_ms,wall_ms,calls,overhead,mismatch",
+    [
+        ("cuda", 3.1, 33 * (3.4 + 8.5), 33, 8.5, False),  # an honest 3 ms call (H200 numbers)
+        ("cuda", 1e-6, 33 * (3.4 + 8.5), 33, 8.5, True),  # the same call, its time forged
+        ("cuda", 1.6, 33 * (3.4 + 8.5), 33, 8.5, False),  # a 2x lie is within the margin
+        ("cuda", 0.1, 50 * (0.44 + 0.7), 50, 0.7, False),  # a host-bound 0.1 ms call: left to the roofline flag
+        ("cuda", 0.092, 56.43, 50, 0.359, False),  # side stream joined back: the judge's clock 8x the events'
+        ("cpu", 140.0, 2 * 230.0, 2, 2.0, False),
+        ("cpu", 7.1, 6 * (19.8 + 1.3), 6, 1.3, False),  # 2.8x under a parallel test run: noise
+        ("cpu", 1e-6, 6 * 170.0, 6, 8.0, True),
+    ],
+)
 def test_judge_clock(device, sandbox_ms, wall_ms, calls, overhead, mismatch):
     v = judge_clock.judge(device, sandbox_ms, wall_ms, calls, overhead)
     assert v.mismatch is mismatch, v

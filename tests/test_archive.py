@@ -31,14 +31,18 @@ def cfg(**kw) -> ArchiveConfig:
     return ArchiveConfig(**(base | kw))
 
 
-def add(a: Archive, pid: int, score: float, ok: bool = True, island: int | None = 0, launches: float = 1,
-        dot: float = 0) -> None:
+def add(
+    a: Archive, pid: int, score: float, ok: bool = True, island: int | None = 0, launches: float = 1, dot: float = 0
+) -> None:
     a.add(a.entry(pid, score, ok, {"launches": launches, "uses_dot": dot}), island, count=island is not None)
 
 
 def test_descriptors_read_code_and_launch_counts():
-    d = describe(TRITON_DOT, {"kernel_launches": 6, "trials": [{}, {}, {}]}, ["launches", "kernels", "uses_dot",
-                                                                               "complexity", "autotune"])
+    d = describe(
+        TRITON_DOT,
+        {"kernel_launches": 6, "trials": [{}, {}, {}]},
+        ["launches", "kernels", "uses_dot", "complexity", "autotune"],
+    )
     assert d == {"launches": 2.0, "kernels": 1.0, "uses_dot": 1.0, "complexity": d["complexity"], "autotune": 0.0}
     assert 5 <= d["complexity"] <= 12
     assert describe(TRITON_ONE, None, ["uses_dot", "launches"]) == {"uses_dot": 0.0, "launches": 0.0}
@@ -90,7 +94,7 @@ def test_exploitation_prefers_high_scores_and_exploration_visits_cells():
 def test_inspirations_are_top_then_diverse_and_never_the_parent():
     a = Archive(cfg(top_inspirations=2, diverse_inspirations=2, exploit_ratio=1.0, elite_k=1))
     for pid, score in [(1, 5.0), (2, 4.0), (3, 3.0), (4, 2.0), (5, 1.0)]:
-        add(a, pid, score, launches=2 ** pid)  # distinct cells except the cap
+        add(a, pid, score, launches=2**pid)  # distinct cells except the cap
     add(a, 6, 0.02, ok=False, launches=0)
     sel = a.select(0, random.Random(1))
     assert sel.parent_id == 1

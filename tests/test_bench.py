@@ -56,15 +56,32 @@ def test_no_success_and_no_tasks():
     assert metrics.correct_rate([]) == 0.0 and metrics.fast_p([], 1.0) == 0.0 and metrics.amsr([]) == 0.0
 
 
-def _row(task: str, status: str, speedup: float | None, flags: list[str] | None = None,
-         vs_compile: float | None = None, level: str | None = None) -> TaskRow:
-    return TaskRow(task=task, level=level, status=status, correct=status == "correct", flags=flags or [],
-                   speedup=speedup, speedup_vs_compile=vs_compile)
+def _row(
+    task: str,
+    status: str,
+    speedup: float | None,
+    flags: list[str] | None = None,
+    vs_compile: float | None = None,
+    level: str | None = None,
+) -> TaskRow:
+    return TaskRow(
+        task=task,
+        level=level,
+        status=status,
+        correct=status == "correct",
+        flags=flags or [],
+        speedup=speedup,
+        speedup_vs_compile=vs_compile,
+    )
 
 
 def test_flagged_correct_row_is_a_failure_in_every_metric():
-    rows = [_row("a.py", "correct", 2.0), _row("b.py", "correct", 10.0, flags=["faster_than_roofline"]),
-            _row("c.py", "incorrect", None), _row("d.py", "missing", None)]
+    rows = [
+        _row("a.py", "correct", 2.0),
+        _row("b.py", "correct", 10.0, flags=["faster_than_roofline"]),
+        _row("c.py", "incorrect", None),
+        _row("d.py", "missing", None),
+    ]
     s = summarize(rows)
     assert rows[1].correct and not rows[1].success
     assert (s.tasks, s.correct, s.correct_rate) == (4, 1, 0.25)
@@ -76,10 +93,12 @@ def test_flagged_correct_row_is_a_failure_in_every_metric():
 
 
 def test_vs_compile_metrics_and_levels_in_json():
-    rows = [_row("level1/a.py", "correct", 2.0, vs_compile=1.2, level="level1"),
-            _row("level1/b.py", "correct", 3.0, vs_compile=0.8, level="level1"),
-            _row("level10/c.py", "runtime_error", None, level="level10"),
-            _row("level2/d.py", "correct", 1.0, vs_compile=None, level="level2")]
+    rows = [
+        _row("level1/a.py", "correct", 2.0, vs_compile=1.2, level="level1"),
+        _row("level1/b.py", "correct", 3.0, vs_compile=0.8, level="level1"),
+        _row("level10/c.py", "runtime_error", None, level="level10"),
+        _row("level2/d.py", "correct", 1.0, vs_compile=None, level="level2"),
+    ]
     report = BenchReport.build("suite", "sol", "cuda", None, rows, skipped=["helpers.py"])
     s = report.summary
     assert s.fast_p_vs_compile == pytest.approx({"0": 0.5, "1": 0.25, "1.5": 0.0, "2": 0.0})
@@ -99,6 +118,7 @@ def test_vs_compile_metrics_and_levels_in_json():
 
 # -- discovery ----------------------------------------------------------------------------
 
+
 def _copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
@@ -115,8 +135,11 @@ def test_discovery_finds_tasks_and_levels(tmp_path, case):
     (root / "level1" / "broken.py").write_text("def (:\n")
     scan = scan_suite(root)
     assert [(t.rel_path, t.level) for t in scan.tasks] == [
-        ("Level10/2_matmul.py", "level10"), ("extra/mm.py", None),
-        ("level1/1_x.py", "level1"), ("level2/3_rowsum.py", "level2")]
+        ("Level10/2_matmul.py", "level10"),
+        ("extra/mm.py", None),
+        ("level1/1_x.py", "level1"),
+        ("level2/3_rowsum.py", "level2"),
+    ]
     assert scan.skipped == ["level1/__init__.py", "level1/broken.py", "level1/helpers.py"]
     assert discover(root) == scan.tasks
     # the suite directory itself named levelN gives its level to every task
@@ -127,6 +150,7 @@ def test_discovery_finds_tasks_and_levels(tmp_path, case):
 
 
 # -- a real CPU run -------------------------------------------------------------------------
+
 
 def _shrink(source: str) -> str:
     """Stands in for a CPU-size transform: fewer rows for the elementwise and rowsum tasks."""
@@ -161,9 +185,14 @@ def bench_run(tmp_path_factory, cpu_pool, case):
 def test_bench_statuses(bench_run):
     report, seen, _ = bench_run
     status = {r.task: r.status for r in report.rows}
-    assert status == {"level1/1_elementwise.py": "correct", "level1/2_rowsum.py": "correct",
-                      "level2/1_rowsum_wrong.py": "incorrect", "level2/2_matmul.py": "missing",
-                      "level2/3_matmul.py": "not_a_candidate", "level2/4_broken.py": "task_error"}
+    assert status == {
+        "level1/1_elementwise.py": "correct",
+        "level1/2_rowsum.py": "correct",
+        "level2/1_rowsum_wrong.py": "incorrect",
+        "level2/2_matmul.py": "missing",
+        "level2/3_matmul.py": "not_a_candidate",
+        "level2/4_broken.py": "task_error",
+    }
     assert [r.task for r in report.rows] == sorted(status)  # suite order, whatever the completion order
     assert sorted(r.task for r in seen) == sorted(status)  # on_result saw every row once
     assert report.skipped == ["level1/util.py"] and report.device == "cpu"

@@ -17,16 +17,20 @@ def cmp(ref, got, atol=None, rtol=None, label="output"):
 
 # -- tolerances --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype, expected", [
-    (torch.float64, (1e-6, 1e-6)),
-    (torch.float32, (1e-4, 1e-4)),
-    (torch.float16, (1e-2, 1e-2)),
-    (torch.bfloat16, (1e-2, 1e-2)),
-    (torch.int64, (0.0, 0.0)),
-    (torch.int32, (0.0, 0.0)),
-    (torch.uint8, (0.0, 0.0)),
-    (torch.bool, (0.0, 0.0)),
-])
+
+@pytest.mark.parametrize(
+    "dtype, expected",
+    [
+        (torch.float64, (1e-6, 1e-6)),
+        (torch.float32, (1e-4, 1e-4)),
+        (torch.float16, (1e-2, 1e-2)),
+        (torch.bfloat16, (1e-2, 1e-2)),
+        (torch.int64, (0.0, 0.0)),
+        (torch.int32, (0.0, 0.0)),
+        (torch.uint8, (0.0, 0.0)),
+        (torch.bool, (0.0, 0.0)),
+    ],
+)
 def test_tolerances_by_dtype(dtype, expected):
     assert tolerances(dtype) == expected
 
@@ -44,6 +48,7 @@ def test_narrow_float_types_get_loose_tolerance():
 
 
 # -- compare_tensor ----------------------------------------------------------------------------
+
 
 def test_equal_tensors_pass():
     x = torch.randn(8, 16)
@@ -190,6 +195,7 @@ def test_large_integers_compare_exactly(dtype, value):
 
 
 # -- compare_outputs / flatten_outputs ---------------------------------------------------------
+
 
 def test_flatten_outputs():
     a, b, c = torch.zeros(1), torch.ones(2), torch.ones(3)

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 KERNELSMITH = Path(sys.executable).parent / "kernelsmith"
@@ -19,8 +18,9 @@ SOFTMAX_CANDIDATE = REPO / "examples/softmax/triton_softmax.py"
 
 def ks(*args, timeout: float = 300) -> subprocess.CompletedProcess:
     # The environment (with the session's private KERNELSMITH_CACHE_DIR) is inherited.
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def assert_usage_error(p: subprocess.CompletedProcess, *needles: str) -> None:
@@ -99,8 +99,11 @@ def test_eval_json_softmax():
 
 def test_task_whose_get_inputs_raises_is_a_task_error(tmp_path, case):
     task = tmp_path / "broken_task.py"
-    task.write_text(case("rowsum_task").read_text().replace(
-        "    return [torch.randn(M, N)]", '    raise RuntimeError("task bug in get_inputs")'))
+    task.write_text(
+        case("rowsum_task")
+        .read_text()
+        .replace("    return [torch.randn(M, N)]", '    raise RuntimeError("task bug in get_inputs")')
+    )
     p = ks("eval", task, case("rowsum_triton"), "--device", "cpu", "--trials", "1", timeout=120)
     assert_usage_error(p, "task bug in get_inputs")
 
@@ -116,8 +119,18 @@ def test_bench_html_to_a_directory_and_a_page_that_cannot_be_written(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["pages", "solutions", "suite"]  # no pages.tmp
     # a page that cannot be written: the results are printed first, then one line and exit 2
     (tmp_path / "a_file").write_text("x")
-    p = ks("bench", suite, "--solutions", solutions, "--device", "cpu", "--json",
-           "--html", tmp_path / "a_file" / "bench.html", timeout=120)
+    p = ks(
+        "bench",
+        suite,
+        "--solutions",
+        solutions,
+        "--device",
+        "cpu",
+        "--json",
+        "--html",
+        tmp_path / "a_file" / "bench.html",
+        timeout=120,
+    )
     assert_usage_error(p, "cannot write", "a_file is not a directory")
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["tasks"] == 1 and report["rows"][0]["status"] == "missing"

@@ -6,7 +6,6 @@ import re
 import shlex
 
 import pytest
-
 from conftest import REPO
 from test_cli import assert_usage_error, ks
 
@@ -22,20 +21,40 @@ def _no_gpu() -> None:
 
 # ---- 11a: the config file is validated whole, before the flags override it
 
+
 def test_bad_config_value_is_an_error_even_when_a_flag_overrides_it(tmp_path):
     _no_gpu()  # without the fix the run goes on to the backend: "no CUDA GPU", not the config error
     cfg = tmp_path / "bad.toml"
     cfg.write_text('iterations = "many"\n')
-    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--iterations", "1", "--mutator", "tune",
-           "--run-dir", tmp_path / "run", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--config",
+        cfg,
+        "--iterations",
+        "1",
+        "--mutator",
+        "tune",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=120,
+    )
     assert_usage_error(p, "bad.toml", "iterations")
 
 
 # ---- 11b: a bad size names its flag or setting
 
+
 def test_bad_memory_limit_names_the_flag():
-    p = ks("eval", REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py",
-           "--device", "cpu", "--memory-limit", "lots")
+    p = ks(
+        "eval",
+        REPO / "examples/softmax/task.py",
+        REPO / "examples/softmax/triton_softmax.py",
+        "--device",
+        "cpu",
+        "--memory-limit",
+        "lots",
+    )
     assert_usage_error(p, "--memory-limit", "bad size 'lots'")
 
 
@@ -47,22 +66,37 @@ def test_bad_max_body_names_the_flag():
 def test_bad_memory_limit_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[evaluation]\nmemory_limit = "lots"\n')
-    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--mutator", "tune", "--device", "cpu",
-           "--run-dir", tmp_path / "run", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--config",
+        cfg,
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=120,
+    )
     assert_usage_error(p, "[evaluation] memory_limit", "bad size 'lots'")
 
 
 # ---- 11c: a path of the wrong kind says so
 
-@pytest.mark.parametrize("args, needle", [
-    (("eval", "{dir}", REPO / "examples/softmax/triton_softmax.py", "--device", "cpu"), "is a directory"),
-    (("eval", REPO / "examples/softmax/task.py", "{dir}", "--device", "cpu"), "is a directory"),
-    (("evolve", SUITE_SOFTMAX, "--config", "{dir}", "--mutator", "tune"), "is a directory"),
-    (("bench", "{file}", "--solutions", "{dir}", "--device", "cpu"), "is not a directory"),
-    (("report", "{file}"), "is not a directory"),
-    (("export", "{file}"), "is not a directory"),
-    (("data", "sft", "{file}", "--out", "{dir}/out.jsonl"), "is not a directory"),
-])
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("eval", "{dir}", REPO / "examples/softmax/triton_softmax.py", "--device", "cpu"), "is a directory"),
+        (("eval", REPO / "examples/softmax/task.py", "{dir}", "--device", "cpu"), "is a directory"),
+        (("evolve", SUITE_SOFTMAX, "--config", "{dir}", "--mutator", "tune"), "is a directory"),
+        (("bench", "{file}", "--solutions", "{dir}", "--device", "cpu"), "is not a directory"),
+        (("report", "{file}"), "is not a directory"),
+        (("export", "{file}"), "is not a directory"),
+        (("data", "sft", "{file}", "--out", "{dir}/out.jsonl"), "is not a directory"),
+    ],
+)
 def test_path_of_the_wrong_kind_says_so(tmp_path, args, needle):
     (tmp_path / "a_file").write_text("x")
     subs = {"{dir}": str(tmp_path), "{file}": str(tmp_path / "a_file")}
@@ -71,6 +105,7 @@ def test_path_of_the_wrong_kind_says_so(tmp_path, args, needle):
 
 
 # ---- 11d: resuming at the other size says that is the difference
+
 
 def test_resume_with_small_of_a_full_size_run_says_so(tmp_path):
     from kernelsmith.evolve.store import RunStore
@@ -81,27 +116,49 @@ def test_resume_with_small_of_a_full_size_run_says_so(tmp_path):
     for key, value in (("task_hash", task.hash), ("task_name", task.name), ("task_source", task.source)):
         store.set_meta(key, value)
     store.close()
-    p = ks("evolve", SUITE_SOFTMAX, "--small", "--run-dir", tmp_path / "run", "--mutator", "tune",
-           "--device", "cpu", "--quiet", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--small",
+        "--run-dir",
+        tmp_path / "run",
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--quiet",
+        timeout=120,
+    )
     assert_usage_error(p, "full size", "without --small")
 
 
 def test_resume_without_small_of_a_small_run_says_so(tmp_path):
     from kernelsmith.evolve.store import RunStore
-    from kernelsmith.suite.scale import shrink
     from kernelsmith.task import Task
+    from kernelsmith.task_sizes import shrink
 
     small = Task.from_source(shrink(SUITE_SOFTMAX.read_text()), name="softmax", path=str(SUITE_SOFTMAX))
     store = RunStore(tmp_path / "run")
     for key, value in (("task_hash", small.hash), ("task_name", small.name), ("task_source", small.source)):
         store.set_meta(key, value)
     store.close()
-    p = ks("evolve", SUITE_SOFTMAX, "--run-dir", tmp_path / "run", "--mutator", "tune",
-           "--device", "cpu", "--quiet", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--run-dir",
+        tmp_path / "run",
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--quiet",
+        timeout=120,
+    )
     assert_usage_error(p, "add --small")
 
 
 # ---- 11e: `runs` names what it skipped
+
 
 def test_runs_names_the_folders_it_skipped(tmp_path):
     (tmp_path / "broken").mkdir()
@@ -115,9 +172,20 @@ def test_runs_names_the_folders_it_skipped(tmp_path):
 
 # ---- 11f: an endpoint without a model is refused before the first call
 
+
 def test_llm_base_url_without_model_is_refused(tmp_path):
-    p = ks("evolve", SUITE_SOFTMAX, "--llm-base-url", "http://127.0.0.1:9/v1", "--device", "cpu", "--quiet",
-           "--run-dir", tmp_path / "run", timeout=60)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=60,
+    )
     assert_usage_error(p, "--llm-base-url needs --model")
     assert not (tmp_path / "run").exists()
 
@@ -126,22 +194,36 @@ def test_llm_base_url_with_models_in_the_config_is_not_refused(tmp_path):
     _no_gpu()  # stops at the backend ("no CUDA GPU"), past the model check
     cfg = tmp_path / "models.toml"
     cfg.write_text('[[llm.models]]\nname = "big-model"\n')
-    p = ks("evolve", SUITE_SOFTMAX, "--llm-base-url", "http://127.0.0.1:9/v1", "--config", cfg, "--quiet",
-           "--run-dir", tmp_path / "run", timeout=60)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--config",
+        cfg,
+        "--quiet",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=60,
+    )
     assert_usage_error(p, "no CUDA GPU")
 
 
 # ---- 12: one style for usage errors; -h; --version; choices in --help
 
-@pytest.mark.parametrize("args, needle", [
-    (("eval",), "Missing argument"),
-    (("eval", "a.py", "b.py", "--device", "gpu"), "--device"),
-    (("evolve", "x.py", "--mutator", "foo"), "--mutator"),
-    (("evolve", "x.py", "--iterations", "many"), "--iterations"),
-    (("--nope",), "--nope"),
-    (("data", "sft"), "Missing argument"),
-    (("nosuchcommand",), "nosuchcommand"),
-])
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("eval",), "Missing argument"),
+        (("eval", "a.py", "b.py", "--device", "gpu"), "--device"),
+        (("evolve", "x.py", "--mutator", "foo"), "--mutator"),
+        (("evolve", "x.py", "--iterations", "many"), "--iterations"),
+        (("--nope",), "--nope"),
+        (("data", "sft"), "Missing argument"),
+        (("nosuchcommand",), "nosuchcommand"),
+    ],
+)
 def test_usage_errors_are_one_error_line(args, needle):
     p = ks(*args, timeout=60)
     assert_usage_error(p, needle, "--help")
@@ -165,6 +247,7 @@ def test_evolve_help_shows_choices_and_defaults():
 
 
 # ---- 13: every command line in the README names subcommands and flags that exist
+
 
 def _readme_commands() -> list[list[str]]:
     """The `kernelsmith ...` lines of the README's code blocks, continuation lines joined, comments cut."""
@@ -204,8 +287,9 @@ def test_readme_commands_name_real_subcommands_and_flags():
         for word in words[i:]:
             flag = word.strip("[]").split("=", 1)[0]
             if flag.startswith("--") or flag == "-h":
-                assert flag in _params(command) | {"--help", "-h"}, \
+                assert flag in _params(command) | {"--help", "-h"}, (
                     f"README: kernelsmith {' '.join(words)}: {flag} is not a flag of {command.name}"
+                )
 
 
 def test_readme_paths_under_examples_exist():
@@ -236,31 +320,70 @@ def test_readme_data_sft_example_runs(tmp_path):
 
 # ---- 5: every option checked once, for the CLI, config files and the service alike
 
-@pytest.mark.parametrize("value, needle", [("0", "below the least memory limit"), ("100M", "below the least"),
-                                           ("-5G", "bad size"), ("99999999T", "more memory than any host")])
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("0", "below the least memory limit"),
+        ("100M", "below the least"),
+        ("-5G", "bad size"),
+        ("99999999T", "more memory than any host"),
+    ],
+)
 def test_memory_limit_out_of_range_names_the_flag(value, needle):
-    p = ks("eval", REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py",
-           "--device", "cpu", "--memory-limit", value)
+    p = ks(
+        "eval",
+        REPO / "examples/softmax/task.py",
+        REPO / "examples/softmax/triton_softmax.py",
+        "--device",
+        "cpu",
+        "--memory-limit",
+        value,
+    )
     assert_usage_error(p, "--memory-limit", needle)
 
 
 def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "small.toml"
     cfg.write_text('[evaluation]\nmemory_limit = 123\n')
-    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--mutator", "tune", "--device", "cpu",
-           "--run-dir", tmp_path / "run", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--config",
+        cfg,
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=120,
+    )
     assert_usage_error(p, "[evaluation] memory_limit", "below the least memory limit")
 
 
 def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "tol.toml"
     cfg.write_text('[evaluation]\natol = -1.0\n')
-    p = ks("evolve", SUITE_SOFTMAX, "--config", cfg, "--mutator", "tune", "--device", "cpu",
-           "--run-dir", tmp_path / "run", timeout=120)
+    p = ks(
+        "evolve",
+        SUITE_SOFTMAX,
+        "--config",
+        cfg,
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=120,
+    )
     assert_usage_error(p, "evaluation.atol", "greater than or equal to 0")
 
 
-@pytest.mark.parametrize("args, needle", [(("--max-body", "0"), "--max-body"), (("--max-timeout", "nan"), "--max-timeout")])
+@pytest.mark.parametrize(
+    "args, needle", [(("--max-body", "0"), "--max-body"), (("--max-timeout", "nan"), "--max-timeout")]
+)
 def test_serve_refuses_out_of_range_limits(args, needle):
     p = ks("serve", "--device", "cpu", *args, timeout=60)
     assert_usage_error(p, needle, "")

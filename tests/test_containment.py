@@ -21,8 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _child(code: str, tmp_path: Path) -> dict:
     """Run `code` in a fresh Python (it prints one JSON object); return that object."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -41,7 +47,9 @@ PROBES = """
 
 @pytest.mark.skipif(not seccomp.supported(), reason="no seccomp filter for this platform")
 def test_seccomp_denies_sockets_tracing_and_foreign_signals(tmp_path):
-    got = _child(PROBES + """
+    got = _child(
+        PROBES
+        + """
     from kernelsmith.evaluate import seccomp
     parent = os.getppid()
     seccomp.install()
@@ -54,10 +62,19 @@ def test_seccomp_denies_sockets_tracing_and_foreign_signals(tmp_path):
     out["kill self"] = attempt(lambda: os.kill(os.getpid(), 0))
     out["file"] = attempt(lambda: open("x", "w").close())
     print(json.dumps(out))
-    """, tmp_path)
-    assert got == {"tcp": "PermissionError", "udp": "PermissionError", "unix": "PermissionError",
-                   "socketpair": "allowed", "kill parent": "PermissionError", "kill all": "PermissionError",
-                   "kill self": "allowed", "file": "allowed"}
+    """,
+        tmp_path,
+    )
+    assert got == {
+        "tcp": "PermissionError",
+        "udp": "PermissionError",
+        "unix": "PermissionError",
+        "socketpair": "allowed",
+        "kill parent": "PermissionError",
+        "kill all": "PermissionError",
+        "kill self": "allowed",
+        "file": "allowed",
+    }
 
 
 def test_seccomp_program_shape():
@@ -70,7 +87,9 @@ def test_seccomp_program_shape():
 def test_landlock_confines_writes_and_tcp(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    got = _child(PROBES + f"""
+    got = _child(
+        PROBES
+        + f"""
     from kernelsmith.evaluate import landlock
     srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
     port = srv.getsockname()[1]
@@ -81,7 +100,9 @@ def test_landlock_confines_writes_and_tcp(tmp_path):
     out["tcp"] = attempt(lambda: socket.create_connection(("127.0.0.1", port), timeout=2))
     out["mem of parent"] = attempt(lambda: open(f"/proc/{{os.getppid()}}/mem", "rb").close())
     print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert got["scratch"] == "allowed" and got["dev null"] == "allowed"
     assert got["outside"] == "PermissionError" and not (tmp_path / "escaped").exists()
     assert got["tcp"] == "PermissionError"
@@ -97,7 +118,9 @@ def test_landlock_lets_cuda_name_its_threads(tmp_path, with_rule):
     and the rest of /proc stay unwritable."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    got = _child(PROBES + f"""
+    got = _child(
+        PROBES
+        + f"""
     import threading
     from kernelsmith.evaluate import containment, landlock
     dirs, files = containment.writable_paths({str(scratch)!r}, "cuda")
@@ -115,7 +138,9 @@ def test_landlock_lets_cuda_name_its_threads(tmp_path, with_rule):
     out["oom of parent"] = attempt(lambda: open(f"/proc/{{os.getppid()}}/oom_score_adj", "w").write("1000"))
     stop.set(); t.join()
     print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert got["thread comm"] == ("allowed" if with_rule else "PermissionError"), got
     assert got["parent comm"] == "PermissionError" and got["oom of parent"] == "PermissionError", got
 
@@ -127,7 +152,9 @@ def test_procmask_covers_other_processes_and_drops_capabilities(tmp_path):
     are gone (no unmount, no new /proc)."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    got = _child(PROBES + f"""
+    got = _child(
+        PROBES
+        + f"""
     import ctypes, threading
     from kernelsmith.evaluate import procmask
     parent = os.getppid()
@@ -148,7 +175,9 @@ def test_procmask_covers_other_processes_and_drops_capabilities(tmp_path):
     out["new proc"] = "allowed" if libc.mount(b"proc", b"p2", b"proc", 0, None) == 0 else os.strerror(ctypes.get_errno())
     out["parent environ after"] = attempt(lambda: open(f"/proc/{{parent}}/environ", "rb").read())
     print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert got["covered"] is True
     for key in ("parent environ", "parent stat", "pid 1 environ", "parent environ after"):
         assert got[key] == "FileNotFoundError", (key, got)
@@ -208,8 +237,12 @@ def test_none_turns_every_layer_off(monkeypatch):
 
 
 # Each layer alone (the combinations are the escape tests' configurations, tests/redteam/test_escapes.py).
-LAYER_SETS = ["landlock", "seccomp", "pidns",
-              pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="no bubblewrap"))]
+LAYER_SETS = [
+    "landlock",
+    "seccomp",
+    "pidns",
+    pytest.param("bwrap", marks=pytest.mark.skipif(not bwrap_works(), reason="no bubblewrap")),
+]
 
 
 @pytest.mark.parametrize("layers", LAYER_SETS)
@@ -236,8 +269,13 @@ def test_doctor_cli(monkeypatch, cache_dir):
     exe = REPO / ".venv/bin/kernelsmith"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "kernelsmith.cli"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELSMITH_SANDBOX")}
-    bare = subprocess.run([*cmd, "doctor", "--json"], capture_output=True, text=True, timeout=120,
-                          env={**env, "KERNELSMITH_SANDBOX": "none"})
+    bare = subprocess.run(
+        [*cmd, "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "KERNELSMITH_SANDBOX": "none"},
+    )
     assert bare.returncode == 1, bare.stderr
     found = json.loads(bare.stdout.strip().splitlines()[-1])
     assert found["live_holds"]["network"] is False and found["live_holds"]["writes"] is False

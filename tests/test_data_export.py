@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import case_path
 from typer.testing import CliRunner
 
-from conftest import case_path
 from kernelsmith.data import build_rl, build_sft, is_contaminated, read_run, suite_hashes
 from kernelsmith.data.cli import data_app
 from kernelsmith.errors import UserError
@@ -46,12 +46,15 @@ CODE_D2 = "import torch\n# the same program, formatted otherwise\n\ndef f( x ):\
 
 
 def messages(name: str) -> list[dict]:
-    return [{"role": "system", "content": "You write Triton kernels."},
-            {"role": "user", "content": f"Improve the program ({name})."}]
+    return [
+        {"role": "system", "content": "You write Triton kernels."},
+        {"role": "user", "content": f"Improve the program ({name})."},
+    ]
 
 
-def make_run(run_dir: Path, task_name: str, task_source: str, specs: list[tuple],
-             timings: dict[str, list[float]] | None = None) -> dict[str, Program]:
+def make_run(
+    run_dir: Path, task_name: str, task_source: str, specs: list[tuple], timings: dict[str, list[float]] | None = None
+) -> dict[str, Program]:
     """specs: (name, operator, parent name or None, status, speedup, flags, code or None). LLM operators
     get messages and a response; seed and tune do not. `timings`: name -> timed samples (ms), stored
     as the program's `eval` record."""
@@ -62,14 +65,28 @@ def make_run(run_dir: Path, task_name: str, task_source: str, specs: list[tuple]
     made: dict[str, Program] = {}
     for i, (name, op, parent, status, speedup, flags, code) in enumerate(specs):
         llm = op not in ("seed", "tune")
-        p = Program(iteration=i, island=0, operator=op, code=code or f"def {name}():\n    return {i}\n", status=status,
-                    parent_id=made[parent].id if parent else None, model="m" if llm else None,
-                    messages=messages(name) if llm else None, response=f"reply {name}" if llm else None,
-                    correct=status == "correct", speedup=speedup,
-                    speedup_vs_compile=speedup / 2 if speedup else None, flags=list(flags))
+        p = Program(
+            iteration=i,
+            island=0,
+            operator=op,
+            code=code or f"def {name}():\n    return {i}\n",
+            status=status,
+            parent_id=made[parent].id if parent else None,
+            model="m" if llm else None,
+            messages=messages(name) if llm else None,
+            response=f"reply {name}" if llm else None,
+            correct=status == "correct",
+            speedup=speedup,
+            speedup_vs_compile=speedup / 2 if speedup else None,
+            flags=list(flags),
+        )
         if timings and name in timings:
-            p.eval = EvalResult(status=Status(status), correct=status == "correct", speedup=speedup,
-                                timing=TimingStats.from_samples(timings[name])).model_dump(mode="json")
+            p.eval = EvalResult(
+                status=Status(status),
+                correct=status == "correct",
+                speedup=speedup,
+                timing=TimingStats.from_samples(timings[name]),
+            ).model_dump(mode="json")
         p.score = score_of(status, p.flags, speedup)
         made[name] = store.add(p)
     store.close()
@@ -120,8 +137,14 @@ def test_sft_keeps_correct_first_steps_and_gains_above_min(runs):
     tmp, a, _, _ = runs
     result = build_sft([tmp / "run_a"])
     assert kept_ids(result) == ids(a, "first", "fast", "dup_high", "small", "best")
-    assert result.dropped == {"no_llm_messages": 3, "not_correct": 2, "flagged": 1, "parent_not_correct": 1,
-                              "gain_below_min": 2, "duplicate": 1}
+    assert result.dropped == {
+        "no_llm_messages": 3,
+        "not_correct": 2,
+        "flagged": 1,
+        "parent_not_correct": 1,
+        "gain_below_min": 2,
+        "duplicate": 1,
+    }
     assert result.kept == {("relu", "first"): 1, ("relu", "improvement"): 4}
     assert [r["meta"]["program_id"] for r in result.rows] == sorted(kept_ids(result))  # one run: id order
 
@@ -129,10 +152,21 @@ def test_sft_keeps_correct_first_steps_and_gains_above_min(runs):
     fast = by_id[a["fast"].id]
     assert [m["role"] for m in fast["messages"]] == ["system", "user", "assistant"]
     assert fast["messages"][:2] == messages("fast") and fast["messages"][2]["content"] == "reply fast"
-    assert fast["meta"] == {"task": "relu", "task_hash": Task.from_source(TASK_A).hash, "run_dir": str(tmp / "run_a"),
-                            "program_id": a["fast"].id, "parent_id": a["first"].id, "iteration": 4,
-                            "operator": "rewrite", "model": "m", "speedup": 3.0, "parent_speedup": 2.0, "gain": 1.5,
-                            "speedup_vs_compile": 1.5, "kind": "improvement"}
+    assert fast["meta"] == {
+        "task": "relu",
+        "task_hash": Task.from_source(TASK_A).hash,
+        "run_dir": str(tmp / "run_a"),
+        "program_id": a["fast"].id,
+        "parent_id": a["first"].id,
+        "iteration": 4,
+        "operator": "rewrite",
+        "model": "m",
+        "speedup": 3.0,
+        "parent_speedup": 2.0,
+        "gain": 1.5,
+        "speedup_vs_compile": 1.5,
+        "kind": "improvement",
+    }
     first = by_id[a["first"].id]["meta"]
     assert first["kind"] == "first" and first["gain"] is None and first["parent_id"] is None
     assert first["parent_speedup"] is None and first["speedup"] == 2.0
@@ -159,13 +193,18 @@ def test_min_gain_and_cap_change_the_set(runs):
 def test_a_child_identical_to_its_parent_is_no_step(tmp_path):
     double = "def g(x):\n    return x * 2\n"
     double2 = "def g(x):\n    '''Double.'''\n    return (x * 2)  # the same\n"
-    made = make_run(tmp_path / "run", "relu", TASK_A, [
-        ("seed", "seed", None, "correct", 1.0, [], CODE_D),
-        ("same", "rewrite", "seed", "correct", 1.07, [], CODE_D2),  # the seed again: 1.07 is noise
-        ("slower", "rewrite", "seed", "correct", 0.9, [], double),
-        ("again", "diff", "slower", "correct", 0.963, [], double2),  # its parent again, gain 1.07
-        ("real", "rewrite", "seed", "correct", 1.5, [], CODE_D.replace("x + 1", "x + 1.0")),
-    ])
+    made = make_run(
+        tmp_path / "run",
+        "relu",
+        TASK_A,
+        [
+            ("seed", "seed", None, "correct", 1.0, [], CODE_D),
+            ("same", "rewrite", "seed", "correct", 1.07, [], CODE_D2),  # the seed again: 1.07 is noise
+            ("slower", "rewrite", "seed", "correct", 0.9, [], double),
+            ("again", "diff", "slower", "correct", 0.963, [], double2),  # its parent again, gain 1.07
+            ("real", "rewrite", "seed", "correct", 1.5, [], CODE_D.replace("x + 1", "x + 1.0")),
+        ],
+    )
     assert made["same"].code_hash != made["seed"].code_hash  # not equal as text: as syntax trees
     result = build_sft([tmp_path / "run"])
     assert kept_ids(result) == ids(made, "real")
@@ -176,14 +215,25 @@ def test_a_gain_inside_the_timing_spread_is_noise(tmp_path):
     def noisy(ms: float) -> list[float]:  # std 5% of the median
         return [0.95 * ms, ms, 1.05 * ms]
 
-    made = make_run(tmp_path / "run", "relu", TASK_A, [
-        ("seed", "seed", None, "correct", 1.0, [], None),
-        ("within", "rewrite", "seed", "correct", 1.07, [], None),  # needs > 1 + 0.05 + 0.05
-        ("beyond", "rewrite", "seed", "correct", 1.2, [], None),
-        ("tuned", "tune", "seed", "correct", 1.0, [], None),
-        ("steady", "rewrite", "tuned", "correct", 1.07, [], None),  # no spread: 1.07 is a gain
-    ], timings={"seed": noisy(10.0), "within": noisy(9.35), "beyond": noisy(8.33), "tuned": [10.0] * 3,
-                "steady": [9.35] * 3})
+    made = make_run(
+        tmp_path / "run",
+        "relu",
+        TASK_A,
+        [
+            ("seed", "seed", None, "correct", 1.0, [], None),
+            ("within", "rewrite", "seed", "correct", 1.07, [], None),  # needs > 1 + 0.05 + 0.05
+            ("beyond", "rewrite", "seed", "correct", 1.2, [], None),
+            ("tuned", "tune", "seed", "correct", 1.0, [], None),
+            ("steady", "rewrite", "tuned", "correct", 1.07, [], None),  # no spread: 1.07 is a gain
+        ],
+        timings={
+            "seed": noisy(10.0),
+            "within": noisy(9.35),
+            "beyond": noisy(8.33),
+            "tuned": [10.0] * 3,
+            "steady": [9.35] * 3,
+        },
+    )
     result = build_sft([tmp_path / "run"])
     assert kept_ids(result) == ids(made, "beyond", "steady")
     assert result.dropped == {"no_llm_messages": 2, "within_noise": 1}
@@ -239,27 +289,42 @@ def test_rl_follows_the_best_lineage(runs):
     tmp, a, b, c = runs
     result = build_rl([tmp / "run_a", tmp / "run_b", tmp / "run_c"])
     assert [r["meta"]["program_id"] for r in result.rows] == [a[n].id for n in ("first", "fast", "small", "best")] + [
-        b["better"].id]
+        b["better"].id
+    ]
     assert result.dropped == {"no_correct_program": 1} and result.kept == {"relu": 4, "rowsum": 1}
     first, fast, small, best, better = result.rows
     assert first["prompt"] == messages("first")  # system, user: exactly as sent
     assert first["meta"]["parent_code"] is None and first["meta"]["parent_speedup"] is None
     assert first["meta"]["operator"] == "translate" and first["meta"]["task_source"] == TASK_A
-    assert best["meta"] == {"task": "relu", "task_hash": Task.from_source(TASK_A).hash, "task_source": TASK_A,
-                            "run_dir": str(tmp / "run_a"), "program_id": a["best"].id, "parent_id": a["tuned2"].id,
-                            "parent_code": a["tuned2"].code, "parent_speedup": 3.5, "operator": "diff",
-                            "step_speedup": 4.55, "best_speedup": 4.55}
+    assert best["meta"] == {
+        "task": "relu",
+        "task_hash": Task.from_source(TASK_A).hash,
+        "task_source": TASK_A,
+        "run_dir": str(tmp / "run_a"),
+        "program_id": a["best"].id,
+        "parent_id": a["tuned2"].id,
+        "parent_code": a["tuned2"].code,
+        "parent_speedup": 3.5,
+        "operator": "diff",
+        "step_speedup": 4.55,
+        "best_speedup": 4.55,
+    }
     assert fast["meta"]["parent_code"] == a["first"].code and small["meta"]["step_speedup"] == 3.3
     assert better["meta"]["parent_code"] == b["seed"].code and better["meta"]["parent_speedup"] == 1.0
     assert read_run(tmp / "run_c").best is None and build_rl([tmp / "run_c"]).rows == []
 
 
 def test_rl_a_flagged_parent_is_no_baseline(tmp_path):
-    made = make_run(tmp_path / "my run #1", "rowsum", TASK_B, [  # a name that needs URI quoting
-        ("seed", "seed", None, "correct", 1.0, [], None),
-        ("cheat", "rewrite", "seed", "correct", 9.0, ["torch_fallback"], None),
-        ("honest", "repair", "cheat", "correct", 1.4, [], None),
-    ])
+    made = make_run(
+        tmp_path / "my run #1",
+        "rowsum",
+        TASK_B,
+        [  # a name that needs URI quoting
+            ("seed", "seed", None, "correct", 1.0, [], None),
+            ("cheat", "rewrite", "seed", "correct", 9.0, ["torch_fallback"], None),
+            ("honest", "repair", "cheat", "correct", 1.4, [], None),
+        ],
+    )
     result = build_rl([tmp_path / "my run #1"])
     assert [r["meta"]["program_id"] for r in result.rows] == [made["cheat"].id, made["honest"].id]
     assert [r["meta"]["parent_speedup"] for r in result.rows] == [1.0, None]  # 9.0 was a cheat's
@@ -304,18 +369,22 @@ def test_cli_writes_jsonl_that_datasets_loads(runs):
     ds = load_dataset("json", data_files=str(tmp / "rl.jsonl"), split="train")
     assert ds.num_rows == 5 and "prompt" in ds.column_names and ds[0]["meta"]["parent_code"] is None
 
-    capped = cli.invoke(data_app, ["sft", dirs[0], "--out", str(tmp / "capped.jsonl"), "--max-per-task", "2",
-                                   "--min-gain", "1.2"])
+    capped = cli.invoke(
+        data_app, ["sft", dirs[0], "--out", str(tmp / "capped.jsonl"), "--max-per-task", "2", "--min-gain", "1.2"]
+    )
     assert capped.exit_code == 0, capped.output
     assert len((tmp / "capped.jsonl").read_text(encoding="utf-8").splitlines()) == 2
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["sft", "{tmp}/missing", "--out", "{tmp}/x.jsonl"], "run directory not found"),
-    (["rl", "{tmp}/missing", "--out", "{tmp}/x.jsonl"], "run directory not found"),
-    (["sft", "{tmp}/run_a", "--out", "{tmp}/x.jsonl", "--min-gain", "-0.5"], "--min-gain"),
-    (["sft", "{tmp}/run_a", "--out", "{tmp}/x.jsonl", "--exclude-tasks", "{tmp}/nothing"], "not found"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["sft", "{tmp}/missing", "--out", "{tmp}/x.jsonl"], "run directory not found"),
+        (["rl", "{tmp}/missing", "--out", "{tmp}/x.jsonl"], "run directory not found"),
+        (["sft", "{tmp}/run_a", "--out", "{tmp}/x.jsonl", "--min-gain", "-0.5"], "--min-gain"),
+        (["sft", "{tmp}/run_a", "--out", "{tmp}/x.jsonl", "--exclude-tasks", "{tmp}/nothing"], "not found"),
+    ],
+)
 def test_cli_errors_are_one_line(runs, args, needle):
     tmp, *_ = runs
     app = typer.Typer()
@@ -338,12 +407,25 @@ def test_sft_from_a_real_run(cpu_pool, tmp_path):
     fast = case_path("elementwise_triton").read_text()
     reply = {"reply": f"Bigger blocks.\n```python\n{fast}```\n"}
     with ScriptedServer([], default=reply) as server:
-        cfg = load_config(None, {
-            "iterations": 2, "max_in_flight": 1, "random_seed": 3,
-            "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
-            "archive": {"islands": 1, "migration_interval": 0}, "evaluation": {"device": "cpu"}})
-        engine = Engine(Task.from_file(case_path("elementwise_task")), cfg, tmp_path / "run", cpu_pool,
-                        LLMClient(cfg.llm, seed=cfg.random_seed), case_path("elementwise_small_blocks").read_text())
+        cfg = load_config(
+            None,
+            {
+                "iterations": 2,
+                "max_in_flight": 1,
+                "random_seed": 3,
+                "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
+                "archive": {"islands": 1, "migration_interval": 0},
+                "evaluation": {"device": "cpu"},
+            },
+        )
+        engine = Engine(
+            Task.from_file(case_path("elementwise_task")),
+            cfg,
+            tmp_path / "run",
+            cpu_pool,
+            LLMClient(cfg.llm, seed=cfg.random_seed),
+            case_path("elementwise_small_blocks").read_text(),
+        )
         asyncio.run(engine.run())
         sent = server.requests
     engine.store.close()

@@ -122,11 +122,17 @@ def test_evolve_blocks_spans():
     assert evolve_blocks(MODEL) == []
 
 
-@pytest.mark.parametrize("code, message", [
-    ("# EVOLVE-BLOCK-START\nx = 1\n", r"EVOLVE-BLOCK-START on line 1 is never closed"),
-    ("x = 1\n# EVOLVE-BLOCK-END\n", r"EVOLVE-BLOCK-END on line 2 has no EVOLVE-BLOCK-START"),
-    ("# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n", r"line 2 opens inside the block begun on line 1"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("# EVOLVE-BLOCK-START\nx = 1\n", r"EVOLVE-BLOCK-START on line 1 is never closed"),
+        ("x = 1\n# EVOLVE-BLOCK-END\n", r"EVOLVE-BLOCK-END on line 2 has no EVOLVE-BLOCK-START"),
+        (
+            "# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n",
+            r"line 2 opens inside the block begun on line 1",
+        ),
+    ],
+)
 def test_evolve_blocks_unbalanced(code, message):
     with pytest.raises(EditError, match=message):
         evolve_blocks(code)
@@ -159,7 +165,8 @@ def test_merge_block_count_mismatch():
 def test_merge_unmarked_child_fills_a_single_block():
     parent = "import torch\n# EVOLVE-BLOCK-START\nold = 1\n# EVOLVE-BLOCK-END\nkeep = 2"
     assert merge_evolve_blocks(parent, "new = 1\nmore = 2\n") == (
-        "import torch\n# EVOLVE-BLOCK-START\nnew = 1\nmore = 2\n# EVOLVE-BLOCK-END\nkeep = 2")
+        "import torch\n# EVOLVE-BLOCK-START\nnew = 1\nmore = 2\n# EVOLVE-BLOCK-END\nkeep = 2"
+    )
 
 
 def test_merge_unmarked_child_into_two_blocks_is_an_error():
@@ -176,8 +183,12 @@ def test_merge_without_parent_markers_returns_child():
 
 
 def test_parse_blocks_in_and_out_of_fences_with_odd_markers():
-    reply = ("First:\n" + fenced(diff("a = 1\n", "a = 2\n")) + "Then:\n"
-             + "<<<<< SEARCH  \nb = 1\n=========   \n\n>>>>>>>>> REPLACE \nbye\n")
+    reply = (
+        "First:\n"
+        + fenced(diff("a = 1\n", "a = 2\n"))
+        + "Then:\n"
+        + "<<<<< SEARCH  \nb = 1\n=========   \n\n>>>>>>>>> REPLACE \nbye\n"
+    )
     assert parse_diff_blocks(reply) == [("a = 1\n", "a = 2\n"), ("b = 1\n", "\n")]
 
 
@@ -223,7 +234,9 @@ def test_diff_indentation_shift_reindents_replacement():
 
 def test_diff_over_indented_search_is_dedented():
     code = "def f(x):\n    return x\n"
-    out = apply_diff(code, diff("        def f(x):\n            return x\n", "        def f(x):\n            return -x\n"))
+    out = apply_diff(
+        code, diff("        def f(x):\n            return x\n", "        def f(x):\n            return -x\n")
+    )
     assert out == "def f(x):\n    return -x\n"
 
 
@@ -241,7 +254,11 @@ def test_diff_blank_lines_tolerated():
 
 
 def test_diff_blocks_apply_in_order_on_previous_result():
-    reply = diff("        y = x * 2\n", "        z = x * 2\n") + "and\n" + diff("        z = x * 2\n", "        y = z - 1\n")
+    reply = (
+        diff("        y = x * 2\n", "        z = x * 2\n")
+        + "and\n"
+        + diff("        z = x * 2\n", "        y = z - 1\n")
+    )
     assert apply_diff(MODEL, reply) == MODEL.replace("y = x * 2", "y = z - 1")
     # the second block matches only what the first wrote
     with pytest.raises(EditError, match=r"block 2 matches nothing"):
@@ -266,7 +283,8 @@ def test_diff_ambiguous_match():
 
 def test_diff_missing_block_names_number_head_and_closest_line():
     reply = diff("        y = x * 2\n", "        y = x * 3\n") + diff(
-        "    def forward(self, x):\n        y = x * 3\n        return y + 2\n        extra\n", "pass\n")
+        "    def forward(self, x):\n        y = x * 3\n        return y + 2\n        extra\n", "pass\n"
+    )
     with pytest.raises(EditError) as info:
         apply_diff(MODEL, reply)
     message = str(info.value)

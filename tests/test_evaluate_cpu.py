@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import MEMORY_LIMIT, REPO, case_path
+
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate import EvalOptions, EvalResult, Status
 from kernelsmith.evaluate.process import descendants
@@ -54,8 +54,12 @@ HONEST = [
     pytest.param("rowsum_task", "rowsum_triton", "row_sum_kernel", id="reduction"),
     pytest.param("matmul_task", "matmul_triton", "matmul_kernel", id="matmul"),
     pytest.param("linear_relu_task", "linear_relu_triton", "linear_relu_kernel", id="module-with-weights"),
-    pytest.param(REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py", "softmax_kernel",
-                 id="example-softmax"),
+    pytest.param(
+        REPO / "examples/softmax/task.py",
+        REPO / "examples/softmax/triton_softmax.py",
+        "softmax_kernel",
+        id="example-softmax",
+    ),
 ]
 
 
@@ -81,17 +85,29 @@ def test_honest_candidate_is_correct(cpu_pool, task, candidate, kernel):
 
 # Patterns, not exact counts: on random inputs a skipped element can land within tolerance by
 # chance (a row whose dropped last element is tiny; an unwritten zero where the reference is ~0).
-@pytest.mark.parametrize("task, candidate, details", [
-    # every row's sum is off
-    pytest.param("rowsum_task", "rowsum_off_by_one", [r"\b6[0-4] of 64 elements \((100|9\d(\.\d)?)%\)",
-                                                      r"mismatching positions [0-3]\.\.6[0-3] of 64"],
-                 id="reduction-off-by-one-mask"),
-    # the second half of the rows was never written
-    pytest.param("elementwise_task", "elementwise_half_written",
-                 [r"\b81[5-9]\d of 16384 elements \((50|49\.\d)%\)", r"first mismatch at \[32, \d+\]",
-                  r"\(indices 32\.\.63\)"],
-                 id="elementwise-half-written"),
-])
+@pytest.mark.parametrize(
+    "task, candidate, details",
+    [
+        # every row's sum is off
+        pytest.param(
+            "rowsum_task",
+            "rowsum_off_by_one",
+            [r"\b6[0-4] of 64 elements \((100|9\d(\.\d)?)%\)", r"mismatching positions [0-3]\.\.6[0-3] of 64"],
+            id="reduction-off-by-one-mask",
+        ),
+        # the second half of the rows was never written
+        pytest.param(
+            "elementwise_task",
+            "elementwise_half_written",
+            [
+                r"\b81[5-9]\d of 16384 elements \((50|49\.\d)%\)",
+                r"first mismatch at \[32, \d+\]",
+                r"\(indices 32\.\.63\)",
+            ],
+            id="elementwise-half-written",
+        ),
+    ],
+)
 def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
     r = run(cpu_pool, task, candidate)
     assert r.status == Status.incorrect, describe(r)
@@ -130,9 +146,15 @@ def _elementwise_variant(old: str, new: str) -> str:
     return code.replace(old, new, 1)
 
 
-@pytest.mark.parametrize("ret, got", [("(out,)", "a tuple of 1 (a tensor)"), ("[out]", "a list of 1 (a tensor)"),
-                                      ("(out, out)", "a tuple of 2 (a tensor, a tensor)"),
-                                      ('{"out": out}', "a dict")])
+@pytest.mark.parametrize(
+    "ret, got",
+    [
+        ("(out,)", "a tuple of 1 (a tensor)"),
+        ("[out]", "a list of 1 (a tensor)"),
+        ("(out, out)", "a tuple of 2 (a tensor, a tensor)"),
+        ('{"out": out}', "a dict"),
+    ],
+)
 def test_output_structure_is_part_of_correctness(cpu_pool, tmp_path, ret, got):
     """The reference returns a tensor: a tuple, list or dict around the right values is wrong,
     and the verdict says what is wrong with the output (not the evaluator's traceback)."""
@@ -144,11 +166,16 @@ def test_output_structure_is_part_of_correctness(cpu_pool, tmp_path, ret, got):
     assert "Traceback" not in r.error
 
 
-@pytest.mark.parametrize("init, needle", [
-    ('        super().__init__()\n        raise ValueError("kernelsmith-test: bad init")\n',
-     "ValueError: kernelsmith-test: bad init"),
-    ("        super().__init__()\n        self.scale = {}['missing']\n", "KeyError: 'missing'"),
-])
+@pytest.mark.parametrize(
+    "init, needle",
+    [
+        (
+            '        super().__init__()\n        raise ValueError("kernelsmith-test: bad init")\n',
+            "ValueError: kernelsmith-test: bad init",
+        ),
+        ("        super().__init__()\n        self.scale = {}['missing']\n", "KeyError: 'missing'"),
+    ],
+)
 def test_init_that_raises_is_runtime_error_in_the_load_stage(cpu_pool, tmp_path, init, needle):
     path = tmp_path / "candidate.py"
     path.write_text(_elementwise_variant("        super().__init__()\n", init))
@@ -206,6 +233,7 @@ def _sandboxes() -> list[int]:
     wrapper, with bwrap's init and the Python process below it. Grandchildren are not counted:
     a killed one may still be exiting when the verdict arrives, and re-parents to the judge.
     """
+
     def read(pid: int) -> tuple[bytes, int, bytes] | None:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -218,8 +246,11 @@ def _sandboxes() -> list[int]:
 
     procs = {pid: info for pid in descendants(os.getpid()) if (info := read(pid))}
     judges = {pid for pid, (cmd, _, _) in procs.items() if b"kernelsmith.evaluate.worker" in cmd}
-    return [pid for pid, (cmd, ppid, state) in procs.items()
-            if ppid in judges and b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z"]
+    return [
+        pid
+        for pid, (cmd, ppid, state) in procs.items()
+        if ppid in judges and b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z"
+    ]
 
 
 def test_pool_keeps_working_after_faults(cpu_pool, cache_dir):

@@ -19,9 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX_TASK = Task.from_file(ROOT / "examples/softmax/task.py")
 SOFTMAX_TRITON = (ROOT / "examples/softmax/triton_softmax.py").read_text()
 
-HALF_ROWS = SOFTMAX_TRITON.replace(
-    "softmax_kernel[(n_rows,)]", "out.zero_()\n        softmax_kernel[(n_rows // 2,)]"
-)
+HALF_ROWS = SOFTMAX_TRITON.replace("softmax_kernel[(n_rows,)]", "out.zero_()\n        softmax_kernel[(n_rows // 2,)]")
 OUT_OF_BOUNDS = SOFTMAX_TRITON.replace(
     "tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)",
     "tl.store(out_ptr + row * out_row_stride + cols + (1 << 40), y, mask=mask)",

@@ -15,8 +15,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, case_path
+
 from kernelsmith.evolve.config import load_config
 from kernelsmith.evolve.engine import Engine
 from kernelsmith.evolve.store import RunStore
@@ -46,10 +46,20 @@ def fenced(code: str, prose: str = "Here is the program.") -> dict:
 
 
 def config(server_url: str, tmp_path: Path, **kw) -> object:
-    data = {"iterations": 6, "max_in_flight": 1, "random_seed": 3,
-            "llm": {"base_url": server_url, "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
-                    "timeout": 2.0, "backoff_base": 0.01, "backoff_max": 0.05},
-            "archive": {"islands": 1, "migration_interval": 0}, "evaluation": {"device": "cpu"}}
+    data = {
+        "iterations": 6,
+        "max_in_flight": 1,
+        "random_seed": 3,
+        "llm": {
+            "base_url": server_url,
+            "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
+            "timeout": 2.0,
+            "backoff_base": 0.01,
+            "backoff_max": 0.05,
+        },
+        "archive": {"islands": 1, "migration_interval": 0},
+        "evaluation": {"device": "cpu"},
+    }
     for key, value in kw.items():
         if isinstance(value, dict):
             data[key] = {**data.get(key, {}), **value}
@@ -60,8 +70,14 @@ def config(server_url: str, tmp_path: Path, **kw) -> object:
 
 def run_engine(pool, server, tmp_path, seed: Path | None = SEED, **kw) -> tuple[dict, RunStore]:
     cfg = config(server.url, tmp_path, **kw)
-    engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", pool, LLMClient(cfg.llm, seed=cfg.random_seed),
-                    seed.read_text() if seed else None)
+    engine = Engine(
+        Task.from_file(TASK),
+        cfg,
+        tmp_path / "run",
+        pool,
+        LLMClient(cfg.llm, seed=cfg.random_seed),
+        seed.read_text() if seed else None,
+    )
     summary = asyncio.run(engine.run())
     return summary, engine.store
 
@@ -72,9 +88,12 @@ def user_text(request: dict) -> str:
 
 def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
     steps = [
-        {"status": 500}, fenced(FAST, "Bigger blocks: fewer programs."),  # 1: after a 500
-        {"status": 429, "retry_after": 0.2}, {"reply": "I would use bigger blocks."},  # 2: after a 429, no code
-        {"delay": 4.0, "reply": "too late"}, fenced("import torch\ndef broken(:\n"),  # 3: after a slow answer
+        {"status": 500},
+        fenced(FAST, "Bigger blocks: fewer programs."),  # 1: after a 500
+        {"status": 429, "retry_after": 0.2},
+        {"reply": "I would use bigger blocks."},  # 2: after a 429, no code
+        {"delay": 4.0, "reply": "too late"},
+        fenced("import torch\ndef broken(:\n"),  # 3: after a slow answer
         fenced(WRONG),  # 4: wrong
         fenced(TORCH_ONLY),  # 5: not a kernel: PyTorch does the work
     ]
@@ -84,8 +103,15 @@ def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
     programs = {p.iteration: p for p in store.all()}
     assert sorted(programs) == list(range(7))
     status = {i: p.status for i, p in programs.items()}
-    assert status == {0: "correct", 1: "correct", 2: "no_program", 3: "compile_error", 4: "incorrect",
-                      5: "rejected", 6: "correct"}, {i: (p.status, p.error) for i, p in programs.items()}
+    assert status == {
+        0: "correct",
+        1: "correct",
+        2: "no_program",
+        3: "compile_error",
+        4: "incorrect",
+        5: "rejected",
+        6: "correct",
+    }, {i: (p.status, p.error) for i, p in programs.items()}
     seed, fast = programs[0], programs[1]
     assert seed.operator == "seed" and seed.messages is None and seed.parent_id is None
     assert fast.speedup > 2 * seed.speedup, (fast.speedup, seed.speedup)  # 4 programs instead of 64
@@ -100,8 +126,13 @@ def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
     assert [r["messages"] for r in requests if r["messages"] == fast.messages]  # what was sent is what is stored
     # summary and best.py
     assert summary["iterations_done"] == 6 and summary["programs"] == 7
-    assert summary["status_counts"] == {"compile_error": 1, "correct": 3, "incorrect": 1, "no_program": 1,
-                                        "rejected": 1}
+    assert summary["status_counts"] == {
+        "compile_error": 1,
+        "correct": 3,
+        "incorrect": 1,
+        "no_program": 1,
+        "rejected": 1,
+    }
     assert summary["best"]["program_id"] in (fast.id, programs[6].id) and summary["best"]["status"] == "correct"
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["best"] == summary["best"] and on_disk["stop_reason"] == "done"
@@ -118,8 +149,9 @@ def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
 
 def test_a_failed_parent_is_repaired_with_its_feedback(cpu_pool, tmp_path):
     with ScriptedServer([fenced(FAST)]) as server:
-        summary, store = run_engine(cpu_pool, server, tmp_path, seed=case_path("elementwise_half_written"),
-                                    iterations=1)
+        summary, store = run_engine(
+            cpu_pool, server, tmp_path, seed=case_path("elementwise_half_written"), iterations=1
+        )
         request = server.requests[0]
     first = store.all()[1]
     assert store.all()[0].status == "incorrect"
@@ -153,8 +185,9 @@ def test_budgets_stop_the_run(cpu_pool, tmp_path):
 
 
 def ks(*args, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=env)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env
+    )
 
 
 def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
@@ -168,8 +201,21 @@ def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def evolve_args(url: str, run_dir: Path, *extra) -> list:
-    return ["evolve", TASK, "--seed", SEED, "--llm-base-url", url, "--model", "scripted", "--device", "cpu",
-            "--run-dir", run_dir, *extra]
+    return [
+        "evolve",
+        TASK,
+        "--seed",
+        SEED,
+        "--llm-base-url",
+        url,
+        "--model",
+        "scripted",
+        "--device",
+        "cpu",
+        "--run-dir",
+        run_dir,
+        *extra,
+    ]
 
 
 def test_unreachable_endpoint_is_one_line(tmp_path):
@@ -189,13 +235,16 @@ def test_bad_key_is_one_line(tmp_path):
     one_line_error(p, "refused the API key")
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("iterations = 3\n[llm]\nmodles = ['x']\n", "llm.modles"),
-    ("iterations = -1\n", "iterations"),
-    ("[archive]\nfeatures = ['launches', 'colour']\n", "unknown feature 'colour'"),
-    ("iterations = [\n", "is not valid"),
-    ("[llm]\napi_key_file = '/nonexistent/key'\n", "api_key_file"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("iterations = 3\n[llm]\nmodles = ['x']\n", "llm.modles"),
+        ("iterations = -1\n", "iterations"),
+        ("[archive]\nfeatures = ['launches', 'colour']\n", "unknown feature 'colour'"),
+        ("iterations = [\n", "is not valid"),
+        ("[llm]\napi_key_file = '/nonexistent/key'\n", "api_key_file"),
+    ],
+)
 def test_bad_config_is_one_line(tmp_path, text, needle):
     cfg = tmp_path / "evolve.toml"
     cfg.write_text(text)
@@ -206,11 +255,14 @@ def test_bad_config_is_one_line(tmp_path, text, needle):
 def test_config_files_toml_and_yaml_with_env_vars(tmp_path, monkeypatch):
     monkeypatch.setenv("KS_TEST_URL", "http://127.0.0.1:1234/v1")
     toml = tmp_path / "c.toml"
-    toml.write_text('iterations = 7\n[llm]\nbase_url = "${KS_TEST_URL}"\n'
-                    '[[llm.models]]\nname = "a"\nweight = 3\n[[llm.models]]\nname = "b"\n')
+    toml.write_text(
+        'iterations = 7\n[llm]\nbase_url = "${KS_TEST_URL}"\n'
+        '[[llm.models]]\nname = "a"\nweight = 3\n[[llm.models]]\nname = "b"\n'
+    )
     yaml = tmp_path / "c.yaml"
-    yaml.write_text("iterations: 7\nllm:\n  base_url: ${KS_TEST_URL}\n  models:\n    - {name: a, weight: 3}\n"
-                    "    - {name: b}\n")
+    yaml.write_text(
+        "iterations: 7\nllm:\n  base_url: ${KS_TEST_URL}\n  models:\n    - {name: a, weight: 3}\n    - {name: b}\n"
+    )
     for path in (toml, yaml):
         cfg = load_config(path, {"iterations": 9})
         assert cfg.iterations == 9  # flags win
@@ -226,8 +278,9 @@ def test_kill_9_then_resume_runs_every_iteration_once(tmp_path):
     args = evolve_args("URL", run_dir, "--iterations", "6", "--config", cfg)
     with ScriptedServer([], default={"delay": 0.3, **fenced(FAST)}) as server:
         args[args.index("URL")] = server.url
-        proc = subprocess.Popen([str(KERNELSMITH), *map(str, args)], cwd=REPO, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [str(KERNELSMITH), *map(str, args)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         db = run_dir / "run.sqlite"
         deadline = time.monotonic() + 240
         stored = 0
@@ -269,8 +322,25 @@ def test_export_jsonl_has_every_field(cpu_pool, tmp_path):
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in p.stdout.splitlines()]
     assert [r["iteration"] for r in rows] == [0, 1]
-    for key in ("id", "parent_id", "inspiration_ids", "iteration", "island", "operator", "model", "status", "correct",
-                "speedup", "flags", "error", "code", "messages", "response", "prompt_tokens", "completion_tokens"):
+    for key in (
+        "id",
+        "parent_id",
+        "inspiration_ids",
+        "iteration",
+        "island",
+        "operator",
+        "model",
+        "status",
+        "correct",
+        "speedup",
+        "flags",
+        "error",
+        "code",
+        "messages",
+        "response",
+        "prompt_tokens",
+        "completion_tokens",
+    ):
         assert key in rows[1], key
     assert rows[1]["parent_id"] == rows[0]["id"] and rows[1]["messages"][0]["role"] == "system"
     one_line_error(ks("export", tmp_path / "nowhere", timeout=60), "not a run directory")
@@ -280,8 +350,21 @@ def test_export_jsonl_has_every_field(cpu_pool, tmp_path):
 def test_a_run_directory_of_another_task_is_refused(cpu_pool, tmp_path):
     with ScriptedServer([fenced(FAST)]) as server:
         run_engine(cpu_pool, server, tmp_path, iterations=0)[1].close()
-        p = ks("evolve", case_path("rowsum_task"), "--llm-base-url", server.url, "--model", "m", "--device", "cpu",
-               "--run-dir", tmp_path / "run", "--iterations", "1", timeout=120)
+        p = ks(
+            "evolve",
+            case_path("rowsum_task"),
+            "--llm-base-url",
+            server.url,
+            "--model",
+            "m",
+            "--device",
+            "cpu",
+            "--run-dir",
+            tmp_path / "run",
+            "--iterations",
+            "1",
+            timeout=120,
+        )
     one_line_error(p, "holds a run of another task")
 
 
@@ -292,8 +375,10 @@ def reply_by_operator(request: dict) -> dict:
     """Answer in the form the prompt asks for: SEARCH/REPLACE edits, or a whole program."""
     system, user = request["messages"][0]["content"], user_text(request)
     if "<<<<<<< SEARCH" in system:
-        return {"reply": "Bigger blocks.\n<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n"
-                         "=======\n        BLOCK = 1024\n>>>>>>> REPLACE\n"}
+        return {
+            "reply": "Bigger blocks.\n<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n"
+            "=======\n        BLOCK = 1024\n>>>>>>> REPLACE\n"
+        }
     if "# Second parent" in user:
         return fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048"), "Crossing over.")
     return fenced(FAST)
@@ -301,8 +386,9 @@ def reply_by_operator(request: dict) -> dict:
 
 def test_diff_and_crossover_operators(cpu_pool, tmp_path):
     with ScriptedServer(responder=reply_by_operator) as server:
-        summary, store = run_engine(cpu_pool, server, tmp_path, iterations=4,
-                                    operators={"rewrite": 0.0, "diff": 1.0, "crossover": 1.0})
+        summary, store = run_engine(
+            cpu_pool, server, tmp_path, iterations=4, operators={"rewrite": 0.0, "diff": 1.0, "crossover": 1.0}
+        )
     rows = store.all()
     ops = [p.operator for p in rows]
     assert ops[0] == "seed" and set(ops[1:]) <= {"diff", "crossover"} and "diff" in ops
@@ -329,8 +415,16 @@ class VerdictFromBlockSize:
 
         block = int(re.search(r"BLOCK = (\d+)", candidate).group(1))
         fut: Future = Future()
-        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=block / 256, candidate_ms=1.0,
-                                  kernel_launches=3 * (1 + block % 3), device="cpu"))
+        fut.set_result(
+            EvalResult(
+                status=Status.correct,
+                correct=True,
+                speedup=block / 256,
+                candidate_ms=1.0,
+                kernel_launches=3 * (1 + block % 3),
+                device="cpu",
+            )
+        )
         return fut
 
     def hardware(self) -> Future:
@@ -350,11 +444,22 @@ def choices_of_a_run(tmp_path: Path, name: str, random_seed: int) -> list[tuple]
         return fenced(FAST.replace("BLOCK = 4096", f"BLOCK = {block}"))
 
     with ScriptedServer(responder=reply) as server:
-        cfg = config(server.url, tmp_path, iterations=14, random_seed=random_seed,
-                     archive={"islands": 3, "migration_interval": 3, "exploit_ratio": 0.5},
-                     operators={"rewrite": 1.0, "diff": 0.0, "crossover": 1.0})
-        engine = Engine(Task.from_file(TASK), cfg, tmp_path / name, VerdictFromBlockSize(),
-                        LLMClient(cfg.llm, seed=random_seed), SEED.read_text())
+        cfg = config(
+            server.url,
+            tmp_path,
+            iterations=14,
+            random_seed=random_seed,
+            archive={"islands": 3, "migration_interval": 3, "exploit_ratio": 0.5},
+            operators={"rewrite": 1.0, "diff": 0.0, "crossover": 1.0},
+        )
+        engine = Engine(
+            Task.from_file(TASK),
+            cfg,
+            tmp_path / name,
+            VerdictFromBlockSize(),
+            LLMClient(cfg.llm, seed=random_seed),
+            SEED.read_text(),
+        )
         asyncio.run(engine.run())
     rows = engine.store.all()
     engine.store.close()
@@ -378,8 +483,9 @@ def test_the_example_config_states_every_default():
 def test_early_stop_after_iterations_without_a_new_best(tmp_path):
     with ScriptedServer([], default=fenced(FAST)) as server:
         cfg = config(server.url, tmp_path, iterations=20, early_stop=2)
-        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", VerdictFromBlockSize(),
-                        LLMClient(cfg.llm), SEED.read_text())
+        engine = Engine(
+            Task.from_file(TASK), cfg, tmp_path / "run", VerdictFromBlockSize(), LLMClient(cfg.llm), SEED.read_text()
+        )
         summary = asyncio.run(engine.run())
     engine.store.close()
     # iteration 1 is the new best (4096-element blocks); 2 and 3 repeat it; then the run stops
@@ -405,7 +511,8 @@ def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
     seed = SEED.read_text()
     # the seed again, otherwise written: another docstring, parenthesised tuples, comments
     seed_again = seed.replace('"""Correct but slow', '"""The same').replace(
-        "x, y = x.contiguous(), y.contiguous()", "(x, y) = (x.contiguous(), y.contiguous())  # contiguous")
+        "x, y = x.contiguous(), y.contiguous()", "(x, y) = (x.contiguous(), y.contiguous())  # contiguous"
+    )
     assert code_hash(seed_again) != code_hash(seed) and source_hash(seed_again) == source_hash(seed)
     replies = [fenced(seed_again), fenced(FAST), fenced("# again\n" + FAST)]
     backend = CountingVerdicts()
@@ -420,8 +527,12 @@ def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
     assert [p.reused_from for p in rows] == [None, rows[0].id, None, rows[2].id]
     assert rows[1].parent_id == rows[0].id and rows[1].code == seed_again  # the reply is stored as it came
     for copy, original in ((rows[1], rows[0]), (rows[3], rows[2])):
-        assert (copy.status, copy.speedup, copy.score, copy.descriptors) == \
-               (original.status, original.speedup, original.score, original.descriptors)
+        assert (copy.status, copy.speedup, copy.score, copy.descriptors) == (
+            original.status,
+            original.speedup,
+            original.score,
+            original.descriptors,
+        )
 
     # A resumed run knows what the stored programs were: the seed again is not evaluated either.
     backend = CountingVerdicts()

@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from conftest import REPO
 from pydantic import ValidationError
 
 from kernelsmith.errors import UserError
@@ -29,7 +30,6 @@ from kernelsmith.llm import (
     ScriptedServer,
     resolve_api_key,
 )
-from conftest import REPO
 
 MESSAGES = [
     {"role": "system", "content": "you write kernels"},
@@ -75,6 +75,7 @@ def closed_port() -> int:
 
 # -- replies ------------------------------------------------------------------------------------
 
+
 def test_reply_has_text_tokens_and_cost():
     step = {"reply": "def kernel(): pass", "prompt_tokens": 1000, "completion_tokens": 500}
     with ScriptedServer([step]) as s:
@@ -87,34 +88,38 @@ def test_reply_has_text_tokens_and_cost():
 
 def test_request_carries_sampling_parameters_and_model():
     with ScriptedServer([{"reply": "a"}, {"reply": "b"}]) as s:
+
         async def both():
             client = make_client(s.url)
             await client.complete(MESSAGES)
             tuned = ModelSpec(name="tuned", temperature=0.2, top_p=0.5, max_tokens=64)
             await client.complete(MESSAGES, model=tuned)
             await client.close()
+
         asyncio.run(both())
         first, second = s.requests
     assert first["model"] == "coder" and first["messages"] == MESSAGES
     assert (first["temperature"], first["top_p"]) == (0.6, 0.95) and "max_tokens" not in first
-    assert (second["model"], second["temperature"], second["top_p"], second["max_tokens"]) == (
-        "tuned", 0.2, 0.5, 64)
+    assert (second["model"], second["temperature"], second["top_p"], second["max_tokens"]) == ("tuned", 0.2, 0.5, 64)
 
 
 def test_word_count_tokens_and_empty_content():
     with ScriptedServer([{"reply": "one two three"}, {"reply": None}]) as s:
+
         async def both():
             client = make_client(s.url)
             a = await client.complete(MESSAGES)
             b = await client.complete(MESSAGES)
             await client.close()
             return a, b
+
         a, b = asyncio.run(both())
     assert (a.prompt_tokens, a.completion_tokens) == (6, 3)
     assert b.text == "" and b.completion_tokens == 0
 
 
 # -- retries ------------------------------------------------------------------------------------
+
 
 def test_server_error_then_reply_succeeds_on_second_attempt():
     sleep = RecordingSleep()
@@ -176,6 +181,7 @@ def test_unreachable_endpoint_raises_unavailable_naming_it():
 
 # -- errors that are not retried ----------------------------------------------------------------
 
+
 def test_wrong_key_is_auth_error_without_retry(monkeypatch):
     monkeypatch.setenv("KS_TEST_LLM_KEY", "wrong")
     sleep = RecordingSleep()
@@ -206,6 +212,7 @@ def test_answer_that_is_not_a_chat_completion_is_request_error():
 
 # -- preflight ----------------------------------------------------------------------------------
 
+
 def test_check_against_closed_port_fails_fast():
     url = f"http://127.0.0.1:{closed_port()}/v1"
     started = time.perf_counter()
@@ -222,6 +229,7 @@ def test_check_passes_on_live_server_and_on_missing_models_route():
 
 
 # -- model choice, concurrency, accounting ------------------------------------------------------
+
 
 def test_pick_model_is_deterministic_and_follows_weights():
     models = [ModelSpec(name="big", weight=3.0), ModelSpec(name="small", weight=1.0)]
@@ -266,11 +274,13 @@ def test_usage_totals_add_up_and_missing_usage_counts_zero():
         {"reply": "c", "prompt_tokens": 50, "completion_tokens": 5},
     ]
     with ScriptedServer(script) as s:
+
         async def three():
             client = make_client(s.url)
             out = [await client.complete(MESSAGES) for _ in range(3)]
             await client.close()
             return client, out
+
         client, out = asyncio.run(three())
     assert (out[1].prompt_tokens, out[1].completion_tokens, out[1].text) == (0, 0, "b")
     u = client.usage
@@ -280,6 +290,7 @@ def test_usage_totals_add_up_and_missing_usage_counts_zero():
 
 
 # -- configuration and keys ---------------------------------------------------------------------
+
 
 def test_config_rejects_typos_and_bad_values():
     with pytest.raises(ValidationError, match="extra"):
@@ -313,13 +324,16 @@ def test_api_key_precedence(tmp_path, monkeypatch):
 
 # -- the server as a command --------------------------------------------------------------------
 
+
 def test_scripted_server_command_prints_url_and_serves(tmp_path):
     script = tmp_path / "script.json"
     steps = {"steps": [{"reply": "from the script"}], "default": {"status": 503}}
     script.write_text(json.dumps(steps))
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelsmith.llm.scripted_server", "--script", str(script)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     with proc:
         try:
@@ -338,7 +352,10 @@ def test_scripted_server_command_rejects_a_bad_script(tmp_path):
     script.write_text(json.dumps({"steps": [{"replly": "typo"}]}))
     proc = subprocess.run(
         [sys.executable, "-m", "kernelsmith.llm.scripted_server", "--script", str(script)],
-        cwd=REPO, capture_output=True, text=True, timeout=30,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 2 and "unknown step key" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -54,7 +54,9 @@ def test_good_values_are_kept():
     assert EvalOptions(device="cpu").effective_timing().min_reps == 3
 
 
-@pytest.mark.parametrize("text, n", [("512M", 512 * 2**20), ("3G", 3 * 2**30), ("3GiB", 3 * 2**30), ("2048", 2048),
-                                     (" 1 k ", 1024), (4096, 4096)])
+@pytest.mark.parametrize(
+    "text, n",
+    [("512M", 512 * 2**20), ("3G", 3 * 2**30), ("3GiB", 3 * 2**30), ("2048", 2048), (" 1 k ", 1024), (4096, 4096)],
+)
 def test_parse_size(text, n):
     assert parse_size(text) == n

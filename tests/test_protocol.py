@@ -22,13 +22,16 @@ def test_plain_values_round_trip():
     assert loads(dumps(msg)) == msg
 
 
-@pytest.mark.parametrize("obj", [
-    pytest.param(os.system, id="function"),
-    pytest.param(Evil(), id="reduce-to-os.system"),
-    pytest.param(collections.OrderedDict(a=1), id="class-instance"),
-    pytest.param(torch.zeros(2), id="tensor"),
-    pytest.param({"nested": [Exception("boom")]}, id="nested-exception"),
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(os.system, id="function"),
+        pytest.param(Evil(), id="reduce-to-os.system"),
+        pytest.param(collections.OrderedDict(a=1), id="class-instance"),
+        pytest.param(torch.zeros(2), id="tensor"),
+        pytest.param({"nested": [Exception("boom")]}, id="nested-exception"),
+    ],
+)
 def test_globals_are_refused(obj):
     data = pickle.dumps(obj, protocol=5)
     with pytest.raises(ProtocolError, match="only plain values are accepted"):
@@ -53,22 +56,25 @@ def test_unreadable_bytes(data):
         loads(data)
 
 
-@pytest.mark.parametrize("t", [
-    pytest.param(torch.randn(3, 5), id="float32"),
-    pytest.param(torch.randn(4, 7).to(torch.bfloat16), id="bfloat16"),
-    pytest.param(torch.randn(6, dtype=torch.float64), id="float64"),
-    pytest.param(torch.randn(2, 3).half(), id="float16"),
-    pytest.param(torch.tensor([[True, False], [False, True]]), id="bool"),
-    pytest.param(torch.arange(-5, 5, dtype=torch.int64), id="int64"),
-    pytest.param(torch.arange(0, 250, dtype=torch.uint8), id="uint8"),
-    pytest.param(torch.tensor(3.25), id="0-dim"),
-    pytest.param(torch.tensor(True), id="0-dim-bool"),
-    pytest.param(torch.empty(0), id="empty"),
-    pytest.param(torch.empty(0, 4, dtype=torch.bfloat16), id="empty-2d"),
-    pytest.param(torch.randn(4, 6).t(), id="non-contiguous"),
-    pytest.param(torch.randn(10)[2:8:2], id="strided-view"),
-    pytest.param(torch.randn(3, dtype=torch.complex64), id="complex64"),
-])
+@pytest.mark.parametrize(
+    "t",
+    [
+        pytest.param(torch.randn(3, 5), id="float32"),
+        pytest.param(torch.randn(4, 7).to(torch.bfloat16), id="bfloat16"),
+        pytest.param(torch.randn(6, dtype=torch.float64), id="float64"),
+        pytest.param(torch.randn(2, 3).half(), id="float16"),
+        pytest.param(torch.tensor([[True, False], [False, True]]), id="bool"),
+        pytest.param(torch.arange(-5, 5, dtype=torch.int64), id="int64"),
+        pytest.param(torch.arange(0, 250, dtype=torch.uint8), id="uint8"),
+        pytest.param(torch.tensor(3.25), id="0-dim"),
+        pytest.param(torch.tensor(True), id="0-dim-bool"),
+        pytest.param(torch.empty(0), id="empty"),
+        pytest.param(torch.empty(0, 4, dtype=torch.bfloat16), id="empty-2d"),
+        pytest.param(torch.randn(4, 6).t(), id="non-contiguous"),
+        pytest.param(torch.randn(10)[2:8:2], id="strided-view"),
+        pytest.param(torch.randn(3, dtype=torch.complex64), id="complex64"),
+    ],
+)
 def test_tensor_round_trip(t):
     msg = encode_tensor(t)
     assert msg["kind"] == "cpu"
@@ -98,13 +104,16 @@ def test_decoded_tensor_drops_subclass_and_grad():
     assert not back.requires_grad
 
 
-@pytest.mark.parametrize("bad", [
-    pytest.param({"kind": "cpu", "dtype": "float32", "shape": [2, 2], "data": b"\x00" * 12}, id="short-data"),
-    pytest.param({"kind": "cpu", "dtype": "object", "shape": [1], "data": b"\x00" * 8}, id="unknown-dtype"),
-    pytest.param({"kind": "cpu", "dtype": "float32", "shape": ["x"], "data": b""}, id="bad-shape"),
-    pytest.param({"kind": "disk", "dtype": "float32", "shape": [1], "data": b"\x00" * 4}, id="unknown-kind"),
-    pytest.param({"dtype": "float32"}, id="missing-keys"),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param({"kind": "cpu", "dtype": "float32", "shape": [2, 2], "data": b"\x00" * 12}, id="short-data"),
+        pytest.param({"kind": "cpu", "dtype": "object", "shape": [1], "data": b"\x00" * 8}, id="unknown-dtype"),
+        pytest.param({"kind": "cpu", "dtype": "float32", "shape": ["x"], "data": b""}, id="bad-shape"),
+        pytest.param({"kind": "disk", "dtype": "float32", "shape": [1], "data": b"\x00" * 4}, id="unknown-kind"),
+        pytest.param({"dtype": "float32"}, id="missing-keys"),
+    ],
+)
 def test_malformed_tensor_messages(bad):
     with pytest.raises(ProtocolError):
         decode_tensor(bad)

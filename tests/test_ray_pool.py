@@ -38,7 +38,7 @@ def cluster() -> str:
 
 @pytest.fixture(scope="module")
 def pool(cluster):
-    from kernelsmith.serve.ray_pool import RayPool
+    from kernelsmith.evaluate.backends.ray import RayPool
 
     p = RayPool(device="cpu", workers=2, options=OPTS)
     yield p
@@ -92,8 +92,14 @@ def test_serve_joins_the_cluster_and_evolve_starts_its_own(cluster, tmp_path):
         status, _, health = http("GET", served.url + "/v1/health")
         assert status == 200 and health["backend"] == "ray" and health["workers"] == 1
         answers: list = []
-        threads = [threading.Thread(target=lambda i=i: answers.append(
-            http("POST", served.url + "/v1/evaluate", evaluate_body(variant(f"ray-serve-{i}"))))) for i in range(2)]
+        threads = [
+            threading.Thread(
+                target=lambda i=i: answers.append(
+                    http("POST", served.url + "/v1/evaluate", evaluate_body(variant(f"ray-serve-{i}")))
+                )
+            )
+            for i in range(2)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -102,10 +108,33 @@ def test_serve_joins_the_cluster_and_evolve_starts_its_own(cluster, tmp_path):
     finally:
         assert served.stop() == 0, served.log.read_text(errors="replace")
 
-    p = subprocess.run([str(KERNELSMITH), "evolve", REPO / "examples/suite/softmax.py", "--small",
-                        "--seed", REPO / "examples/suite_seeds/softmax.py", "--mutator", "tune", "--iterations", "1",
-                        "--device", "cpu", "--eval-backend", "ray", "--workers", "1", "--run-dir", tmp_path / "run",
-                        "--json"], capture_output=True, text=True, timeout=500, cwd=REPO)
+    p = subprocess.run(
+        [
+            str(KERNELSMITH),
+            "evolve",
+            REPO / "examples/suite/softmax.py",
+            "--small",
+            "--seed",
+            REPO / "examples/suite_seeds/softmax.py",
+            "--mutator",
+            "tune",
+            "--iterations",
+            "1",
+            "--device",
+            "cpu",
+            "--eval-backend",
+            "ray",
+            "--workers",
+            "1",
+            "--run-dir",
+            tmp_path / "run",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=500,
+        cwd=REPO,
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     assert summary["iterations_done"] == 1 and summary["best"]["status"] == "correct"
@@ -116,7 +145,7 @@ def test_one_actor_per_gpu_each_sticking_to_its_own(pool):
     each its own GPU: the judge it starts inherits that CUDA_VISIBLE_DEVICES. More workers than
     GPUs is refused in one line. (No evaluation runs: there is no real GPU here.)"""
     from kernelsmith.errors import UserError
-    from kernelsmith.serve.ray_pool import RayPool
+    from kernelsmith.evaluate.backends.ray import RayPool
 
     gpu_pool = RayPool(device="cuda", options=OPTS.model_copy(update={"device": "cuda"}))
     try:

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, case_path
+
 from kernelsmith.evolve.program import Program, score_of
 from kernelsmith.evolve.store import STORE_NAME, RunStore
 from kernelsmith.task import Task
@@ -21,8 +21,9 @@ TASK = case_path("elementwise_task")
 
 
 def ks(*args, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def assert_one_line_error(p: subprocess.CompletedProcess, *needles: str) -> None:
@@ -44,19 +45,34 @@ def make_run(run_dir: Path, programs: int = 3) -> Path:
     store.set_meta("created_at", 1.0)
     for i in range(programs):
         speedup = 1.0 + i / 10
-        store.add(Program(iteration=i, island=0, operator="seed" if i == 0 else "rewrite",
-                          parent_id=i if i else None, code=f"# program {i}\n" + "x = 1\n" * 300,
-                          status="correct", speedup=speedup, score=score_of("correct", [], speedup),
-                          messages=None if i == 0 else [{"role": "user", "content": f"improve {i}"}],
-                          response=None if i == 0 else f"reply {i}", model=None if i == 0 else "m"))
+        store.add(
+            Program(
+                iteration=i,
+                island=0,
+                operator="seed" if i == 0 else "rewrite",
+                parent_id=i if i else None,
+                code=f"# program {i}\n" + "x = 1\n" * 300,
+                status="correct",
+                speedup=speedup,
+                score=score_of("correct", [], speedup),
+                messages=None if i == 0 else [{"role": "user", "content": f"improve {i}"}],
+                response=None if i == 0 else f"reply {i}",
+                model=None if i == 0 else "m",
+            )
+        )
     store.close()  # the last connection: the -wal file is folded in and removed
     assert not (run_dir / f"{STORE_NAME}-wal").exists()
     return run_dir
 
 
 def reading_commands(run_dir: Path, tmp: Path) -> list[list]:
-    return [["export", run_dir], ["report", run_dir], ["report", run_dir, "--out", tmp / "r.html"],
-            ["data", "sft", run_dir, "--out", tmp / "sft.jsonl"], ["data", "rl", run_dir, "--out", tmp / "rl.jsonl"]]
+    return [
+        ["export", run_dir],
+        ["report", run_dir],
+        ["report", run_dir, "--out", tmp / "r.html"],
+        ["data", "sft", run_dir, "--out", tmp / "sft.jsonl"],
+        ["data", "rl", run_dir, "--out", tmp / "rl.jsonl"],
+    ]
 
 
 def assert_every_reading_command_refuses(run_dir: Path, tmp: Path, needle: str) -> None:
@@ -105,7 +121,7 @@ def damage_the_middle(path: Path) -> None:
     data = bytearray(path.read_bytes())
     page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
     start = (len(data) // 2) // page * page
-    data[start:start + page] = b"\xff" * page
+    data[start : start + page] = b"\xff" * page
     path.write_bytes(bytes(data))
 
 

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import case_path
+
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine
@@ -42,16 +42,31 @@ def fenced(code: str) -> dict:
 def run_dir(cpu_pool, tmp_path_factory) -> Path:
     """A real 4-iteration run on two islands: fast kernel, no code, wrong kernel, another fast one."""
     run = tmp_path_factory.mktemp("report") / "run"
-    steps = [fenced(FAST), {"reply": "I would use bigger blocks."}, fenced(HALF),
-             fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048"))]
+    steps = [
+        fenced(FAST),
+        {"reply": "I would use bigger blocks."},
+        fenced(HALF),
+        fenced(FAST.replace("BLOCK = 4096", "BLOCK = 2048")),
+    ]
     with ScriptedServer(steps) as server:
-        cfg = load_config(None, {
-            "iterations": 4, "max_in_flight": 1, "random_seed": 3,
-            "llm": {"base_url": server.url, "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
-                    "timeout": 5.0},
-            "archive": {"islands": 2, "migration_interval": 2}, "evaluation": {"device": "cpu"}})
-        engine = Engine(Task.from_file(TASK), cfg, run, cpu_pool, LLMClient(cfg.llm, seed=cfg.random_seed),
-                        SEED.read_text())
+        cfg = load_config(
+            None,
+            {
+                "iterations": 4,
+                "max_in_flight": 1,
+                "random_seed": 3,
+                "llm": {
+                    "base_url": server.url,
+                    "models": [{"name": "scripted", "price_in": 1.0, "price_out": 2.0}],
+                    "timeout": 5.0,
+                },
+                "archive": {"islands": 2, "migration_interval": 2},
+                "evaluation": {"device": "cpu"},
+            },
+        )
+        engine = Engine(
+            Task.from_file(TASK), cfg, run, cpu_pool, LLMClient(cfg.llm, seed=cfg.random_seed), SEED.read_text()
+        )
         asyncio.run(engine.run())
         engine.store.close()
     return run
@@ -61,8 +76,10 @@ def run_dir(cpu_pool, tmp_path_factory) -> Path:
 def browser():
     """Headless Chromium with every network request failing: a report must need none."""
     if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
-        pytest.fail(f"{CHROMIUM} or {CHROMEDRIVER} is missing: install Debian's chromium and chromium-driver "
-                    "(apt-get install chromium chromium-driver; the Makefile installs them)")
+        pytest.fail(
+            f"{CHROMIUM} or {CHROMEDRIVER} is missing: install Debian's chromium and chromium-driver "
+            "(apt-get install chromium chromium-driver; the Makefile installs them)"
+        )
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -70,8 +87,15 @@ def browser():
         pytest.fail("selenium is not installed: pip install selenium (the report tests drive Chromium with it)")
 
     opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--window-size=1400,2400"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--proxy-server=127.0.0.1:9",
+        "--window-size=1400,2400",
+    ):
         opts.add_argument(arg)
     opts.binary_location = str(CHROMIUM)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -171,9 +195,13 @@ def test_bins_are_named_and_the_best_so_far_ignores_flagged_programs():
     assert bin_labels("launches", 4) == ["0", "1", "2-3", ">=4"]
     assert bin_labels("complexity", 4) == ["0-39", "40-79", "80-159", ">=160"]
     assert bin_labels("uses_dot", 4) == ["0", ">=1", None, None]  # a yes/no feature reaches two bins
-    ps = [Program(1, 0, "rewrite", "x", "incorrect"), Program(0, 0, "seed", "x", "correct", speedup=1.0),
-          Program(2, 0, "rewrite", "x", "correct", speedup=5.0, flags=["torch_fallback"]),
-          Program(3, 0, "rewrite", None, "no_program"), Program(4, 0, "rewrite", "x", "correct", speedup=2.0)]
+    ps = [
+        Program(1, 0, "rewrite", "x", "incorrect"),
+        Program(0, 0, "seed", "x", "correct", speedup=1.0),
+        Program(2, 0, "rewrite", "x", "correct", speedup=5.0, flags=["torch_fallback"]),
+        Program(3, 0, "rewrite", None, "no_program"),
+        Program(4, 0, "rewrite", "x", "correct", speedup=2.0),
+    ]
     assert best_so_far(ps) == [[0, 1.0], [1, 1.0], [2, 1.0], [3, 1.0], [4, 2.0]]
     assert [kind_of(p) for p in ps] == ["incorrect", "correct", "flagged", "none", "correct"]
     assert best_so_far(ps[:1]) == []
@@ -193,8 +221,16 @@ def hand_made_run(run_dir: Path, programs: list[Program], config: dict | None = 
 
 
 def test_one_failed_program_with_hostile_text_stays_text(browser, tmp_path):
-    p = Program(iteration=0, island=0, operator="seed", code=HALF + f"\n# {HOSTILE}\n", status="incorrect",
-                error=f"output mismatch {HOSTILE}\nsecond line", response=HOSTILE, model=HOSTILE)
+    p = Program(
+        iteration=0,
+        island=0,
+        operator="seed",
+        code=HALF + f"\n# {HOSTILE}\n",
+        status="incorrect",
+        error=f"output mismatch {HOSTILE}\nsecond line",
+        response=HOSTILE,
+        model=HOSTILE,
+    )
     run = hand_made_run(tmp_path / "run", [p])
     report = write_run_report(run)
     blob = report.read_text().split('id="data">', 1)[1].split("</script>", 1)[0]
@@ -217,11 +253,20 @@ def test_hundreds_of_programs_stay_drawable(browser, tmp_path):
     programs = [Program(iteration=0, island=0, operator="seed", code="x = 0\n", status="correct", speedup=1.0)]
     for i in range(1, 300):
         st = rng.choice(statuses)
-        programs.append(Program(
-            iteration=i, island=(i - 1) % 3, operator="rewrite", code=None if st == "no_program" else f"x = {i}\n" * i,
-            status=st, parent_id=rng.randint(max(1, i - 30), i), speedup=rng.uniform(0.5, 3) if st == "correct" else None,
-            flags=["torch_fallback"] if i % 50 == 0 and st == "correct" else [], error=None if st == "correct" else "boom",
-            descriptors={"launches": i % 5, "complexity": i, "uses_dot": i % 2}))
+        programs.append(
+            Program(
+                iteration=i,
+                island=(i - 1) % 3,
+                operator="rewrite",
+                code=None if st == "no_program" else f"x = {i}\n" * i,
+                status=st,
+                parent_id=rng.randint(max(1, i - 30), i),
+                speedup=rng.uniform(0.5, 3) if st == "correct" else None,
+                flags=["torch_fallback"] if i % 50 == 0 and st == "correct" else [],
+                error=None if st == "correct" else "boom",
+                descriptors={"launches": i % 5, "complexity": i, "uses_dot": i % 2},
+            )
+        )
     run = hand_made_run(tmp_path / "run", programs, {"archive": {"islands": 3, "migration_interval": 10}})
     started = time.monotonic()
     report = write_run_report(run)
@@ -234,13 +279,30 @@ def test_hundreds_of_programs_stay_drawable(browser, tmp_path):
 
 
 def test_suite_report_table_and_chart(browser, tmp_path):
-    rows = [TaskRow(task="level1/1_matmul.py", level="level1", status="correct", correct=True, speedup=2.5,
-                    speedup_vs_compile=1.2, candidate_ms=1.0, reference_ms=2.5, floor_ms=0.5),
-            TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.6),
-            TaskRow(task="level2/3_fused.py", level="level2", status="correct", correct=True, speedup=3.0,
-                    flags=["torch_fallback"]),
-            TaskRow(task="level2/4_conv.py", level="level2", status="compile_error", error=f"bad {HOSTILE}"),
-            TaskRow(task="level2/5_missing.py", level="level2", status="missing", error="no solution file")]
+    rows = [
+        TaskRow(
+            task="level1/1_matmul.py",
+            level="level1",
+            status="correct",
+            correct=True,
+            speedup=2.5,
+            speedup_vs_compile=1.2,
+            candidate_ms=1.0,
+            reference_ms=2.5,
+            floor_ms=0.5,
+        ),
+        TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.6),
+        TaskRow(
+            task="level2/3_fused.py",
+            level="level2",
+            status="correct",
+            correct=True,
+            speedup=3.0,
+            flags=["torch_fallback"],
+        ),
+        TaskRow(task="level2/4_conv.py", level="level2", status="compile_error", error=f"bad {HOSTILE}"),
+        TaskRow(task="level2/5_missing.py", level="level2", status="missing", error="no solution file"),
+    ]
     report = BenchReport.build("suite", "solutions", "cpu", None, rows, ["level1/helpers.py"])
     out = write_suite_report(report, tmp_path / "suite.html")
     d = open_page(browser, out)
@@ -270,12 +332,21 @@ def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_pa
             signal.raise_signal(signal.SIGINT)
 
     with ScriptedServer([], default=fenced(FAST)) as server:
-        cfg = load_config(None, {
-            "iterations": 4, "max_in_flight": 1, "random_seed": 3,
-            "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
-            "archive": {"islands": 1, "migration_interval": 0}, "evaluation": {"device": "cpu"}})
+        cfg = load_config(
+            None,
+            {
+                "iterations": 4,
+                "max_in_flight": 1,
+                "random_seed": 3,
+                "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
+                "archive": {"islands": 1, "migration_interval": 0},
+                "evaluation": {"device": "cpu"},
+            },
+        )
         with pytest.raises(KeyboardInterrupt):
-            run_evolve(Task.from_file(TASK), SEED.read_text(), cfg, run, say, backend=cpu_pool)
+            run_evolve(
+                Task.from_file(TASK), SEED.read_text(), cfg, run, say, backend=cpu_pool, write_report=write_run_report
+            )
     store = RunStore.open_readonly(run)
     stored = store.count()
     store.close()

@@ -16,10 +16,18 @@ import time
 from http.client import HTTPConnection
 
 import pytest
-
 from conftest import REPO
-from serve_helpers import (KERNELSMITH, REDTEAM, SOFTMAX_HONEST, SOFTMAX_TASK, evaluate_body, http, judges,
-                           start_service, variant)
+from serve_helpers import (
+    KERNELSMITH,
+    REDTEAM,
+    SOFTMAX_HONEST,
+    SOFTMAX_TASK,
+    evaluate_body,
+    http,
+    judges,
+    start_service,
+    variant,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -35,7 +43,9 @@ def service(tmp_path_factory):
 
 
 def ks(*args, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def one_error_line(p: subprocess.CompletedProcess, *needles: str) -> None:
@@ -66,7 +76,9 @@ def test_verdicts_match_the_cli_and_repeat_from_cache(service):
     status, headers, again = http("POST", service.url + "/v1/evaluate", evaluate_body(SOFTMAX_HONEST.read_text()))
     assert status == 200 and headers["X-Kernelsmith-Cache"] == "hit" and again == honest
     # other options are another request: not served from the cache
-    status, headers, other = http("POST", service.url + "/v1/evaluate", evaluate_body(SOFTMAX_HONEST.read_text(), trials=1))
+    status, headers, other = http(
+        "POST", service.url + "/v1/evaluate", evaluate_body(SOFTMAX_HONEST.read_text(), trials=1)
+    )
     assert status == 200 and headers["X-Kernelsmith-Cache"] == "miss" and len(other["trials"]) == 1
 
 
@@ -87,9 +99,20 @@ def test_bad_requests_get_422_with_the_reason(service):
     assert status == 200 and "/v1/evaluate" in spec["paths"] and "/v1/health" in spec["paths"]
 
 
-BAD_OPTIONS = [("memory_limit", "banana"), ("memory_limit", "-5G"), ("memory_limit", "1e99G"), ("memory_limit", None),
-               ("memory_limit", 123), ("memory_limit", 0), ("timeout", float("nan")), ("atol", -1),
-               ("atol", float("nan")), ("rtol", float("inf")), ("warmup_ms", -5), ("timing_budget_ms", float("-inf"))]
+BAD_OPTIONS = [
+    ("memory_limit", "banana"),
+    ("memory_limit", "-5G"),
+    ("memory_limit", "1e99G"),
+    ("memory_limit", None),
+    ("memory_limit", 123),
+    ("memory_limit", 0),
+    ("timeout", float("nan")),
+    ("atol", -1),
+    ("atol", float("nan")),
+    ("rtol", float("inf")),
+    ("warmup_ms", -5),
+    ("timing_budget_ms", float("-inf")),
+]
 
 
 def test_every_bad_option_gets_422_naming_it(service):
@@ -187,8 +210,13 @@ def test_load_from_another_process_loses_nothing(service):
     so the service evaluates each candidate once."""
     _, _, before = http("GET", service.url + "/v1/health")
     variants = [evaluate_body(variant(f"load-{i}")) for i in range(3)]
-    p = subprocess.run([sys.executable, "-c", LOAD_CLIENT, service.url, "200", "16"], input=json.dumps(variants),
-                       capture_output=True, text=True, timeout=480)
+    p = subprocess.run(
+        [sys.executable, "-c", LOAD_CLIENT, service.url, "200", "16"],
+        input=json.dumps(variants),
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert len(out["answers"]) == 200 and set(out["answers"]) == {"correct"}, out
@@ -224,17 +252,32 @@ def test_worker_killed_mid_evaluation_gets_a_verdict_and_the_service_keeps_servi
 def test_search_and_reward_use_the_service_by_url(service, tmp_path):
     _, _, before = http("GET", service.url + "/v1/health")
     run_dir = tmp_path / "run"
-    p = ks("evolve", REPO / "examples/suite/softmax.py", "--small", "--seed", REPO / "examples/suite_seeds/softmax.py",
-           "--mutator", "tune", "--iterations", "2", "--device", "cpu", "--eval-url", service.url,
-           "--run-dir", run_dir, "--json")
+    p = ks(
+        "evolve",
+        REPO / "examples/suite/softmax.py",
+        "--small",
+        "--seed",
+        REPO / "examples/suite_seeds/softmax.py",
+        "--mutator",
+        "tune",
+        "--iterations",
+        "2",
+        "--device",
+        "cpu",
+        "--eval-url",
+        service.url,
+        "--run-dir",
+        run_dir,
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     assert summary["iterations_done"] == 2 and summary["best"]["status"] == "correct"
     _, _, after = http("GET", service.url + "/v1/health")
     assert after["requests"] - before["requests"] >= 3  # the seed and two tuned children
 
+    from kernelsmith.evaluate.backends.remote import RemoteBackend
     from kernelsmith.evaluate.options import EvalOptions
-    from kernelsmith.serve.remote import RemoteBackend
     from kernelsmith.train.reward import SpeedupReward
 
     opts = EvalOptions(device="cpu", trials=2, timeout=120, memory_limit="1G")
@@ -242,8 +285,11 @@ def test_search_and_reward_use_the_service_by_url(service, tmp_path):
     try:
         reward = SpeedupReward(backend, opts)
         reply = "```python\n" + variant("reward") + "```"
-        scores = reward(completions=[reply, "no code here"], task_source=[SOFTMAX_TASK.read_text()] * 2,
-                        parent_code=[SOFTMAX_HONEST.read_text()] * 2)
+        scores = reward(
+            completions=[reply, "no code here"],
+            task_source=[SOFTMAX_TASK.read_text()] * 2,
+            parent_code=[SOFTMAX_HONEST.read_text()] * 2,
+        )
     finally:
         backend.close()
     assert scores[0] > 0 and scores[1] == 0.0
@@ -252,15 +298,29 @@ def test_search_and_reward_use_the_service_by_url(service, tmp_path):
 
 def test_unreachable_or_malformed_eval_url_is_one_line(tmp_path):
     started = time.monotonic()
-    p = ks("evolve", SOFTMAX_TASK, "--seed", SOFTMAX_HONEST, "--mutator", "tune", "--iterations", "1",
-           "--device", "cpu", "--run-dir", tmp_path / "run", "--eval-url", "http://127.0.0.1:9")
+    p = ks(
+        "evolve",
+        SOFTMAX_TASK,
+        "--seed",
+        SOFTMAX_HONEST,
+        "--mutator",
+        "tune",
+        "--iterations",
+        "1",
+        "--device",
+        "cpu",
+        "--run-dir",
+        tmp_path / "run",
+        "--eval-url",
+        "http://127.0.0.1:9",
+    )
     one_error_line(p, "unreachable", "127.0.0.1:9")
     assert time.monotonic() - started < 60
     assert not (tmp_path / "run").exists()  # refused before a run directory was made
 
     from kernelsmith.errors import UserError
-    from kernelsmith.serve.backends import backend_from_flags
-    from kernelsmith.serve.remote import RemoteBackend
+    from kernelsmith.evaluate.backends import backend_from_flags
+    from kernelsmith.evaluate.backends.remote import RemoteBackend
 
     with pytest.raises(UserError, match="use http://HOST:PORT"):
         RemoteBackend("ftp://host")
@@ -271,8 +331,8 @@ def test_unreachable_or_malformed_eval_url_is_one_line(tmp_path):
     with pytest.raises(UserError, match="contradict each other"):
         backend_from_flags(None, "auto", "http://127.0.0.1:9")
     # a flag that picks the kind clears what a config file said about the others
+    from kernelsmith.evaluate.backends import backend_overrides
     from kernelsmith.evolve.config import load_config
-    from kernelsmith.serve.backends import backend_overrides
 
     cfg_file = tmp_path / "c.toml"
     cfg_file.write_text('[backend]\nkind = "service"\nurl = "http://gpu-host:8765"\n')
@@ -283,8 +343,16 @@ def test_unreachable_or_malformed_eval_url_is_one_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    served = start_service(tmp_path_factory.mktemp("guarded"), "--workers", "1", "--token-env", "KS_TEST_TOKEN",
-                           "--max-body", "16K", env={"KS_TEST_TOKEN": "s3cret-token"})
+    served = start_service(
+        tmp_path_factory.mktemp("guarded"),
+        "--workers",
+        "1",
+        "--token-env",
+        "KS_TEST_TOKEN",
+        "--max-body",
+        "16K",
+        env={"KS_TEST_TOKEN": "s3cret-token"},
+    )
     yield served
     served.stop()
 
@@ -307,13 +375,16 @@ def test_token_and_body_limit(guarded):
     # the same limit when the client does not announce a length (chunked upload)
     conn = HTTPConnection(guarded.url.split("//")[1], timeout=60)
     conn.putrequest("POST", "/v1/evaluate")
-    for k, v in {"Authorization": good["Authorization"], "Content-Type": "application/json",
-                 "Transfer-Encoding": "chunked"}.items():
+    for k, v in {
+        "Authorization": good["Authorization"],
+        "Content-Type": "application/json",
+        "Transfer-Encoding": "chunked",
+    }.items():
         conn.putheader(k, v)
     conn.endheaders()
     payload = json.dumps(evaluate_body("# " + "y" * 20_000)).encode()
     for i in range(0, len(payload), 4096):
-        chunk = payload[i:i + 4096]
+        chunk = payload[i : i + 4096]
         conn.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
     conn.send(b"0\r\n\r\n")
     resp = conn.getresponse()
@@ -342,8 +413,10 @@ def test_half_sent_body_is_answered_408_within_seconds(service):
     the service answers 408 after the body timeout and closes it."""
     host, port = service.url.split("//")[1].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=60) as sock:
-        head = (f"POST /v1/evaluate HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-                "Content-Length: 1000\r\n\r\n")
+        head = (
+            f"POST /v1/evaluate HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000\r\n\r\n"
+        )
         sock.sendall(head.encode() + b'{"task_source": "' + b"a" * 83)
         started = time.monotonic()
         answer = b""
@@ -357,8 +430,11 @@ def test_half_sent_body_is_answered_408_within_seconds(service):
 
 
 def test_serve_refuses_bad_settings_in_one_line(guarded):
-    one_error_line(ks("serve", "--device", "cpu", "--port", "0", "--token-env", "KS_UNSET_VARIABLE_X"),
-                   "KS_UNSET_VARIABLE_X", "not set")
+    one_error_line(
+        ks("serve", "--device", "cpu", "--port", "0", "--token-env", "KS_UNSET_VARIABLE_X"),
+        "KS_UNSET_VARIABLE_X",
+        "not set",
+    )
     port = guarded.url.rsplit(":", 1)[1]
     one_error_line(ks("serve", "--device", "cpu", "--port", port), "cannot listen", port)
     one_error_line(ks("serve", "--device", "cpu", "--port", "0", "--ray-address", "auto"), "--backend ray")

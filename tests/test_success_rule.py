@@ -13,13 +13,25 @@ from kernelsmith.evolve.program import FLAGGED_SCORE, Program
 from kernelsmith.suite.bench import TaskRow
 from kernelsmith.train.reward import SpeedupReward
 
-HONEST_NOTED = dict(status=Status.correct, correct=True, speedup=1.3,
-                    task_notes={TaskNote.degenerate_tolerance: "zeros pass the tolerance"})
-CHEAT = dict(status=Status.correct, correct=True, speedup=3.0, flags=[Flag.torch_compute_op],
-             flag_details={Flag.torch_compute_op: "library kernels ran every compute step of the reference"})
-CASES = [(HONEST_NOTED, True), (CHEAT, False),
-         (dict(status=Status.incorrect, correct=False), False),
-         (dict(status=Status.correct, correct=True, speedup=2.0, flags=[Flag.timing_mismatch]), False)]
+HONEST_NOTED = dict(
+    status=Status.correct,
+    correct=True,
+    speedup=1.3,
+    task_notes={TaskNote.degenerate_tolerance: "zeros pass the tolerance"},
+)
+CHEAT = dict(
+    status=Status.correct,
+    correct=True,
+    speedup=3.0,
+    flags=[Flag.torch_compute_op],
+    flag_details={Flag.torch_compute_op: "library kernels ran every compute step of the reference"},
+)
+CASES = [
+    (HONEST_NOTED, True),
+    (CHEAT, False),
+    (dict(status=Status.incorrect, correct=False), False),
+    (dict(status=Status.correct, correct=True, speedup=2.0, flags=[Flag.timing_mismatch]), False),
+]
 
 
 @pytest.mark.parametrize("fields,expected", CASES)
@@ -31,8 +43,13 @@ def test_the_rule(fields, expected):
 
 
 def test_legacy_degenerate_flag_reads_back_as_a_task_note():
-    old = {"status": "correct", "correct": True, "speedup": 1.2, "flags": ["degenerate_task"],
-           "flag_details": {"degenerate_task": "zeros pass"}}
+    old = {
+        "status": "correct",
+        "correct": True,
+        "speedup": 1.2,
+        "flags": ["degenerate_task"],
+        "flag_details": {"degenerate_task": "zeros pass"},
+    }
     r = EvalResult.model_validate(old)
     assert r.flags == [] and TaskNote.degenerate_tolerance in r.task_notes and r.success
     assert is_success("correct", ["degenerate_task"])  # a stored program row of an older run
@@ -41,7 +58,8 @@ def test_legacy_degenerate_flag_reads_back_as_a_task_note():
 @pytest.mark.parametrize("fields,expected", CASES)
 def test_search_program_agrees(fields, expected):
     p = Program(iteration=1, island=0, operator="rewrite", code="x = 1", status="incorrect").with_verdict(
-        EvalResult(**fields))
+        EvalResult(**fields)
+    )
     assert p.ok is expected
     if expected:
         assert p.score == pytest.approx(fields["speedup"])
@@ -52,8 +70,9 @@ def test_search_program_agrees(fields, expected):
 @pytest.mark.parametrize("fields,expected", CASES)
 def test_bench_row_agrees(fields, expected):
     r = EvalResult(**fields)
-    row = TaskRow(task="t", status=r.status.value, correct=r.correct, flags=[f.value for f in r.flags],
-                  speedup=r.speedup)
+    row = TaskRow(
+        task="t", status=r.status.value, correct=r.correct, flags=[f.value for f in r.flags], speedup=r.speedup
+    )
     assert row.success is expected
 
 
@@ -67,11 +86,17 @@ def test_grpo_reward_agrees(fields, expected):
 
 @pytest.mark.parametrize("fields,expected", CASES)
 def test_sft_export_agrees(fields, expected):
-    parent = Program(iteration=0, island=0, operator="seed", code="p = 0", status="correct", correct=True,
-                     speedup=1.0)
-    child = Program(iteration=1, island=0, operator="rewrite", code="x = 1", status="incorrect",
-                    messages=[{"role": "user", "content": "improve"}], response="```python\nx = 1\n```",
-                    parent_id=1).with_verdict(EvalResult(**fields))
+    parent = Program(iteration=0, island=0, operator="seed", code="p = 0", status="correct", correct=True, speedup=1.0)
+    child = Program(
+        iteration=1,
+        island=0,
+        operator="rewrite",
+        code="x = 1",
+        status="incorrect",
+        messages=[{"role": "user", "content": "improve"}],
+        response="```python\nx = 1\n```",
+        parent_id=1,
+    ).with_verdict(EvalResult(**fields))
     step = Step(program=child, parent=parent, task="t", task_hash="h", task_source="", run_dir="r")
     reason = _verdict(step, min_gain=1.0, excluded=False)
     assert (reason in ("first", "improvement")) is expected, reason

@@ -10,12 +10,12 @@ import textwrap
 
 import pytest
 import torch
-
 from conftest import REPO
+
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate import Status
-from kernelsmith.suite.scale import read_cpu_sizes, shrink, shrink_file
 from kernelsmith.task import Task
+from kernelsmith.task_sizes import read_cpu_sizes, shrink, shrink_file
 
 SUITE = REPO / "examples" / "suite"
 SEEDS = REPO / "examples" / "suite_seeds"
@@ -49,8 +49,7 @@ SOURCE = textwrap.dedent('''\
 
 def test_shrink_rewrites_only_the_named_constants():
     out = shrink(SOURCE)
-    expected = (SOURCE.replace("BATCH = 4096  # rows", "BATCH = 16  # rows")
-                .replace("DIM: int = 8192", "DIM: int = 64"))
+    expected = SOURCE.replace("BATCH = 4096  # rows", "BATCH = 16  # rows").replace("DIM: int = 8192", "DIM: int = 64")
     assert out == expected
     assert "OTHER = 1024" in out and "BATCH = 7  # a local" in out and 'CPU_SIZES = {"BATCH": 16, "DIM": 64}' in out
 
@@ -61,12 +60,15 @@ def test_shrink_without_cpu_sizes_is_identity():
     assert shrink(src) == src
 
 
-@pytest.mark.parametrize("sizes, bad", [
-    ('{"BATCH": 16, "MISSING": 3}', "MISSING"),     # no such assignment
-    ('{"EPS": 1}', "EPS"),                          # a float, not an int
-    ('{"SCALE": 1}', "SCALE"),                      # an expression, not an int literal
-    ('{"get_inputs": 1}', "get_inputs"),            # a function
-])
+@pytest.mark.parametrize(
+    "sizes, bad",
+    [
+        ('{"BATCH": 16, "MISSING": 3}', "MISSING"),  # no such assignment
+        ('{"EPS": 1}', "EPS"),  # a float, not an int
+        ('{"SCALE": 1}', "SCALE"),  # an expression, not an int literal
+        ('{"get_inputs": 1}', "get_inputs"),  # a function
+    ],
+)
 def test_shrink_rejects_a_key_that_is_not_a_module_level_int(sizes, bad):
     src = SOURCE.replace('{"BATCH": 16, "DIM": 64}', sizes)
     with pytest.raises(ValueError, match=repr(bad)):
@@ -81,6 +83,7 @@ def test_shrink_rejects_a_cpu_sizes_that_is_not_a_literal_dict_of_ints():
 
 
 # --- the suite's files ----------------------------------------------------------------------------
+
 
 def _module_int_constants(source: str) -> dict[str, int]:
     """Module-level `NAME = <int literal>` assignments."""
@@ -118,8 +121,19 @@ def _meta_tensors(values) -> list[torch.Tensor]:
 
 def test_suite_has_the_tasks():
     assert len(TASKS) >= 11, TASKS
-    assert {"gelu_gate_bias", "softmax", "layernorm", "rmsnorm", "row_sum", "cross_entropy", "matmul_bias_gelu",
-            "batched_matmul", "causal_attention", "rope", "residual_rmsnorm"} <= set(TASKS)
+    assert {
+        "gelu_gate_bias",
+        "softmax",
+        "layernorm",
+        "rmsnorm",
+        "row_sum",
+        "cross_entropy",
+        "matmul_bias_gelu",
+        "batched_matmul",
+        "causal_attention",
+        "rope",
+        "residual_rmsnorm",
+    } <= set(TASKS)
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -153,6 +167,7 @@ def test_full_size_task_is_realistic_for_the_h200(name, tmp_path):
 
 
 # --- the seeds, through the evaluator ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", TASKS)
 def test_seed_is_correct_on_the_cpu(cpu_pool, name):

@@ -31,6 +31,7 @@ TASK = textwrap.dedent('''
 
 # -- Task --------------------------------------------------------------------------------------
 
+
 def test_task_from_source():
     t = Task.from_source(TASK, name="double")
     assert t.name == "double" and t.source == TASK and t.path is None
@@ -94,6 +95,7 @@ def test_task_hash_is_stable(tmp_path):
 
 
 # -- Candidate static analysis -----------------------------------------------------------------
+
 
 def test_analyze_finds_triton_kernels_in_cases(case):
     facts = analyze(case("matmul_triton").read_text())

@@ -13,20 +13,36 @@ KERNELSMITH = Path(sys.executable).parent / "kernelsmith"
 
 
 def ks(*args, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def test_evolve_progress_quiet_and_runs_listing(tmp_path):
     runs = tmp_path / "runs"
-    args = ["evolve", case_path("elementwise_task"), "--seed", case_path("elementwise_small_blocks"),
-            "--mutator", "tune", "--device", "cpu", "--run-dir", runs / "elementwise"]
+    args = [
+        "evolve",
+        case_path("elementwise_task"),
+        "--seed",
+        case_path("elementwise_small_blocks"),
+        "--mutator",
+        "tune",
+        "--device",
+        "cpu",
+        "--run-dir",
+        runs / "elementwise",
+    ]
     p = ks(*args, "--iterations", "2")
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout
-    for line in ("kernelsmith evolve: elementwise_task, 2 iterations", "[  0/2] #1 iteration 0 island 0 seed: correct",
-                 "[  2/2] #3 iteration 2", "stopped: done; 2 iterations, 3 programs, 0 tokens",
-                 "best so far:", "summary: "):
+    for line in (
+        "kernelsmith evolve: elementwise_task, 2 iterations",
+        "[  0/2] #1 iteration 0 island 0 seed: correct",
+        "[  2/2] #3 iteration 2",
+        "stopped: done; 2 iterations, 3 programs, 0 tokens",
+        "best so far:",
+        "summary: ",
+    ):
         assert line in out, (line, out)
     assert "2/2" in out and "ETA" in out and "correct 3" in out  # the bar's final state, counts per status
     report = runs / "elementwise" / "report.html"

@@ -11,8 +11,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-
 from conftest import case_path
+
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.train.reward import NO_PROGRAM, SpeedupReward, reply_text
@@ -24,8 +24,10 @@ TASK = case_path("elementwise_task").read_text()
 PARENT = case_path("elementwise_small_blocks").read_text()  # correct, 64 programs: slow
 FAST = case_path("elementwise_triton").read_text()  # the same kernel in 4 programs
 WRONG = case_path("elementwise_half_written").read_text()
-TORCH_ONLY = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
-             "    def forward(self, x, y):\n        return torch.relu(x) * y + 1.0\n"
+TORCH_ONLY = (
+    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, x, y):\n        return torch.relu(x) * y + 1.0\n"
+)
 SYSTEM = "You write fast Triton kernels."
 ANSWER = "```python\nBLOCK = 4096\nrelu_mul_add_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, BLOCK=BLOCK)\n```"
 
@@ -44,19 +46,39 @@ def fenced(code: str) -> str:
 
 
 def sft_rows(n: int = 8) -> list[dict]:
-    return [{"messages": [{"role": "system", "content": SYSTEM},
-                          {"role": "user", "content": f"Make task {i} faster with bigger blocks."},
-                          {"role": "assistant", "content": ANSWER}],
-             "meta": {"task": f"t{i}", "step_speedup": 2.0}} for i in range(n)]
+    return [
+        {
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Make task {i} faster with bigger blocks."},
+                {"role": "assistant", "content": ANSWER},
+            ],
+            "meta": {"task": f"t{i}", "step_speedup": 2.0},
+        }
+        for i in range(n)
+    ]
 
 
 def rl_row(parent_code: str | None, parent_speedup: float | None, operator: str = "rewrite") -> dict:
-    return {"prompt": [{"role": "system", "content": SYSTEM},
-                       {"role": "user", "content": f"Make this faster:\n{parent_code or TASK}"}],
-            "meta": {"task": "elementwise", "task_hash": "h", "task_source": TASK, "run_dir": "run", "program_id": 3,
-                     "parent_id": 1 if parent_code else None, "parent_code": parent_code,
-                     "parent_speedup": parent_speedup, "operator": operator, "step_speedup": 2.0,
-                     "best_speedup": 2.0}}
+    return {
+        "prompt": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Make this faster:\n{parent_code or TASK}"},
+        ],
+        "meta": {
+            "task": "elementwise",
+            "task_hash": "h",
+            "task_source": TASK,
+            "run_dir": "run",
+            "program_id": 3,
+            "parent_id": 1 if parent_code else None,
+            "parent_code": parent_code,
+            "parent_speedup": parent_speedup,
+            "operator": operator,
+            "step_speedup": 2.0,
+            "best_speedup": 2.0,
+        },
+    }
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -76,21 +98,36 @@ def tiny_model(tmp_path_factory) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>",
-                                        additional_special_tokens=SPECIAL[2:])
+    tok.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|end|>", additional_special_tokens=SPECIAL[2:]
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=2048,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 
 
 # ---- data -------------------------------------------------------------------------------------
+
 
 def test_datasets_keep_what_trl_reads(tmp_path):
     from kernelsmith.train.data import rl_dataset, sft_dataset
@@ -102,14 +139,17 @@ def test_datasets_keep_what_trl_reads(tmp_path):
     assert rl[0]["parent_code"] is None and rl[1]["parent_code"] == PARENT and rl[1]["parent_speedup"] == 0.5
 
 
-@pytest.mark.parametrize("content, kind, needle", [
-    (None, "sft", "no such data file"),
-    ("\n\n", "sft", "holds no rows"),
-    ('{"messages": []}\n{oops\n', "sft", "line 2 is not JSON"),
-    ('{"prompt": [{"role": "user", "content": "x"}], "meta": {}}\n', "sft", "kernelsmith data sft"),
-    (json.dumps(sft_rows(1)[0]) + "\n", "rl", "kernelsmith data rl"),
-    ('{"prompt": [{"role": "user", "content": "x"}], "meta": {"operator": "diff"}}\n', "rl", "meta lacks"),
-])
+@pytest.mark.parametrize(
+    "content, kind, needle",
+    [
+        (None, "sft", "no such data file"),
+        ("\n\n", "sft", "holds no rows"),
+        ('{"messages": []}\n{oops\n', "sft", "line 2 is not JSON"),
+        ('{"prompt": [{"role": "user", "content": "x"}], "meta": {}}\n', "sft", "kernelsmith data sft"),
+        (json.dumps(sft_rows(1)[0]) + "\n", "rl", "kernelsmith data rl"),
+        ('{"prompt": [{"role": "user", "content": "x"}], "meta": {"operator": "diff"}}\n', "rl", "meta lacks"),
+    ],
+)
 def test_bad_data_files_are_one_line_user_errors(tmp_path, content, kind, needle):
     from kernelsmith.train.data import rl_dataset, sft_dataset
 
@@ -126,8 +166,10 @@ def test_batch_arithmetic_makes_whole_prompt_groups():
 
     assert accumulation_steps(prompts_per_step=4, num_generations=8, batch_size=8) == 4
     assert accumulation_steps(prompts_per_step=1, num_generations=8, batch_size=2, processes=2) == 2
-    for bad in (dict(prompts_per_step=1, num_generations=8, batch_size=3), dict(prompts_per_step=2,
-                num_generations=1, batch_size=1)):
+    for bad in (
+        dict(prompts_per_step=1, num_generations=8, batch_size=3),
+        dict(prompts_per_step=2, num_generations=1, batch_size=1),
+    ):
         with pytest.raises(UserError):
             accumulation_steps(**bad)
 
@@ -146,6 +188,7 @@ def test_a_missing_train_extra_is_named(monkeypatch, tmp_path):
 
 
 # ---- reward -----------------------------------------------------------------------------------
+
 
 class RecordingBackend:
     """Wraps the real pool: records each submit and each wait on a result, in order."""
@@ -213,16 +256,30 @@ def ok(speedup: float, flags=()) -> EvalResult:
 
 
 def test_reward_fallbacks_flags_clipping_and_diffs():
-    backend = ScriptedBackend({"256": EvalResult(status=Status.timeout, correct=False), "4096": ok(3.0),
-                               "2048": ok(9.0, ["timing_mismatch"]), "1024": ok(1e9), "512": RuntimeError("boom")})
+    backend = ScriptedBackend(
+        {
+            "256": EvalResult(status=Status.timeout, correct=False),
+            "4096": ok(3.0),
+            "2048": ok(9.0, ["timing_mismatch"]),
+            "1024": ok(1e9),
+            "512": RuntimeError("boom"),
+        }
+    )
     reward = SpeedupReward(backend, max_reward=10.0)
     block = lambda size: fenced(FAST.replace("BLOCK = 4096", f"BLOCK = {size}"))  # noqa: E731
-    diff = ("<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n=======\n"
-            "        BLOCK = 4096\n>>>>>>> REPLACE\n")
+    diff = (
+        "<<<<<<< SEARCH\n        BLOCK = 256  # small blocks: many programs, slow\n=======\n"
+        "        BLOCK = 4096\n>>>>>>> REPLACE\n"
+    )
     texts = [block(4096), block(2048), block(1024), block(512), diff, block(4096)]
     n = len(texts)
-    rewards = reward(completions=texts, task_source=[TASK] * n, parent_code=[PARENT] * n, parent_speedup=[1.5] * n,
-                     operator=["rewrite"] * 4 + ["diff", "rewrite"])
+    rewards = reward(
+        completions=texts,
+        task_source=[TASK] * n,
+        parent_code=[PARENT] * n,
+        parent_speedup=[1.5] * n,
+        operator=["rewrite"] * 4 + ["diff", "rewrite"],
+    )
     # the parent timed out here, so the row's stored 1.5 is the denominator; flagged -> 0; 1e9/1.5 -> clipped
     assert rewards == [pytest.approx(2.0), 0.0, 10.0, 0.0, pytest.approx(2.0), pytest.approx(2.0)], reward.last_batch
     assert reward.last_batch.statuses[3] == "eval_error" and "boom" in reward.last_batch.errors[3]
@@ -230,11 +287,16 @@ def test_reward_fallbacks_flags_clipping_and_diffs():
     assert reward.parent_speedup(reward.task(TASK), PARENT) is None  # the failure is cached: not retried
     reward(completions=[block(4096)], task_source=[TASK], parent_code=[PARENT], parent_speedup=[1.5])
     assert backend.calls.count(PARENT) == 1
-    assert reply_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "text",
-                       "text": "a"}]}]) == "a"
+    assert (
+        reply_text(
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]}]
+        )
+        == "a"
+    )
 
 
 # ---- SFT and GRPO ----------------------------------------------------------------------------
+
 
 def test_sft_lora_loss_falls_and_the_adapter_loads(tiny_model, tmp_path):
     import torch
@@ -245,8 +307,7 @@ def test_sft_lora_loss_falls_and_the_adapter_loads(tiny_model, tmp_path):
 
     data = write_jsonl(tmp_path / "sft.jsonl", sft_rows(8))
     out = tmp_path / "out"
-    summary = train_sft(tiny_model, data, out, lora_r=8, lr=1e-2, max_steps=16, max_length=256, bf16=False,
-                        merge=True)
+    summary = train_sft(tiny_model, data, out, lora_r=8, lr=1e-2, max_steps=16, max_length=256, bf16=False, merge=True)
     losses = summary["losses"]
     assert summary["steps"] == 16 and len(losses) == 16 and summary["tokens_per_s"] > 0
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
@@ -282,8 +343,18 @@ def test_grpo_step_runs_with_the_real_reward(tiny_model, tmp_path, cpu_pool):
 
     data = write_jsonl(tmp_path / "rl.jsonl", [rl_row(PARENT, 0.5), rl_row(None, None)])
     reward = SpyReward(cpu_pool)
-    summary = train_grpo(tiny_model, data, tmp_path / "out", reward, num_generations=2, prompts_per_step=1,
-                         batch_size=2, max_steps=1, max_completion_length=16, bf16=False)
+    summary = train_grpo(
+        tiny_model,
+        data,
+        tmp_path / "out",
+        reward,
+        num_generations=2,
+        prompts_per_step=1,
+        batch_size=2,
+        max_steps=1,
+        max_completion_length=16,
+        bf16=False,
+    )
     assert summary["steps"] == 1 and summary["rewards"] == [0.0]  # a random model writes no program
     assert len(reward.calls) == 1
     call = reward.calls[0]
@@ -295,6 +366,7 @@ def test_grpo_step_runs_with_the_real_reward(tiny_model, tmp_path, cpu_pool):
 
 
 # ---- CLI --------------------------------------------------------------------------------------
+
 
 def run_train_cli(*args: str) -> subprocess.CompletedProcess:
     code = "from kernelsmith.train.cli import train_app; train_app()"
@@ -311,7 +383,9 @@ def test_cli_missing_model_is_one_error_line(tmp_path):
 
 
 def test_cli_import_leaves_the_training_stack_unloaded():
-    code = ("import sys, kernelsmith.train.cli; "
-            "print(sorted(m for m in ('trl', 'peft', 'transformers', 'datasets', 'torch') if m in sys.modules))")
+    code = (
+        "import sys, kernelsmith.train.cli; "
+        "print(sorted(m for m in ('trl', 'peft', 'transformers', 'datasets', 'torch') if m in sys.modules))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "[]", (p.stdout, p.stderr)

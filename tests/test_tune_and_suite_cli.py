@@ -17,8 +17,9 @@ SEEDS = REPO / "examples" / "suite_seeds"
 
 
 def ks(*args, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [str(KERNELSMITH), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def last_json(p: subprocess.CompletedProcess) -> dict:
@@ -28,9 +29,23 @@ def last_json(p: subprocess.CompletedProcess) -> dict:
 
 def test_tuner_alone_needs_no_llm_and_never_repeats_a_config(tmp_path):
     run_dir = tmp_path / "run"
-    p = ks("evolve", case_path("elementwise_task"), "--seed", case_path("elementwise_small_blocks"),
-           "--mutator", "tune", "--iterations", "4", "--device", "cpu", "--run-dir", run_dir, "--json",
-           "--llm-base-url", "http://127.0.0.1:9/v1")  # nothing listens there: the tuner must not call it
+    p = ks(
+        "evolve",
+        case_path("elementwise_task"),
+        "--seed",
+        case_path("elementwise_small_blocks"),
+        "--mutator",
+        "tune",
+        "--iterations",
+        "4",
+        "--device",
+        "cpu",
+        "--run-dir",
+        run_dir,
+        "--json",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+    )  # nothing listens there: the tuner must not call it
     summary = last_json(p)
     assert summary["iterations_done"] == 4 and summary["prompt_tokens"] == 0
     rows = [json.loads(line) for line in ks("export", run_dir).stdout.splitlines()]
@@ -46,8 +61,19 @@ def test_tuner_alone_needs_no_llm_and_never_repeats_a_config(tmp_path):
 
 
 def test_tuner_alone_without_a_seed_is_one_line(tmp_path):
-    p = ks("evolve", case_path("elementwise_task"), "--mutator", "tune", "--iterations", "2", "--device", "cpu",
-           "--run-dir", tmp_path / "run", timeout=120)
+    p = ks(
+        "evolve",
+        case_path("elementwise_task"),
+        "--mutator",
+        "tune",
+        "--iterations",
+        "2",
+        "--device",
+        "cpu",
+        "--run-dir",
+        tmp_path / "run",
+        timeout=120,
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines() == ["error: the tuner alone needs a starting program: give --seed"]
 
@@ -81,8 +107,21 @@ def test_bench_json_summary(tmp_path):
 def test_evolve_suite_with_the_tuner_resumes_and_reports(tmp_path):
     suite, seeds = small_suite(tmp_path, ["row_sum", "gelu_gate_bias", "softmax"], ["row_sum", "gelu_gate_bias"])
     runs = tmp_path / "runs"
-    args = ["evolve-suite", suite, "--seeds", seeds, "--runs-dir", runs, "--mutator", "tune", "--iterations", "2",
-            "--device", "cpu", "--small"]
+    args = [
+        "evolve-suite",
+        suite,
+        "--seeds",
+        seeds,
+        "--runs-dir",
+        runs,
+        "--mutator",
+        "tune",
+        "--iterations",
+        "2",
+        "--device",
+        "cpu",
+        "--small",
+    ]
     p = ks(*args)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "softmax.py: skipped" in p.stdout  # no seed, and the tuner cannot translate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import random
 from pathlib import Path
@@ -24,8 +23,12 @@ def read(path: Path) -> str:
 
 
 def candidate_files() -> list[Path]:
-    files = [CASES / "elementwise_triton.py", CASES / "rowsum_triton.py", CASES / "matmul_triton.py",
-             REPO / "examples" / "softmax" / "triton_softmax.py"]
+    files = [
+        CASES / "elementwise_triton.py",
+        CASES / "rowsum_triton.py",
+        CASES / "matmul_triton.py",
+        REPO / "examples" / "softmax" / "triton_softmax.py",
+    ]
     files += sorted((REPO / "benchmarks" / "tasks").glob("*_triton.py"))
     files += sorted((REPO / "examples" / "suite_seeds").glob("*.py"))  # extra material when present
     return files
@@ -40,25 +43,30 @@ def changed_lines(old: str, new: str) -> list[tuple[str, str]]:
 
 # ----- find_params --------------------------------------------------------------------------------
 
+
 def test_find_params_assignment_form():
     assert tuner.find_params(read(CASES / "elementwise_triton.py")) == [
-        Param("relu_mul_add_kernel.BLOCK", "block", 4096, POW2_FROM_256)]
+        Param("relu_mul_add_kernel.BLOCK", "block", 4096, POW2_FROM_256)
+    ]
 
 
 def test_find_params_literal_keywords_and_num_warps():
     assert tuner.find_params(read(REPO / "benchmarks/tasks/softmax_triton.py")) == [
         Param("softmax_kernel.BLOCK_SIZE", "block", 4096, POW2_FROM_256),
-        Param("softmax_kernel.num_warps", "num_warps", 16, WARPS)]
+        Param("softmax_kernel.num_warps", "num_warps", 16, WARPS),
+    ]
     assert tuner.find_params(read(REPO / "benchmarks/tasks/rmsnorm_triton.py")) == [
-        Param("rmsnorm_kernel.BLOCK_S", "block", 512, tuple(2 ** i for i in range(5, 14))),
-        Param("rmsnorm_kernel.num_warps", "num_warps", 4, WARPS)]
+        Param("rmsnorm_kernel.BLOCK_S", "block", 512, tuple(2**i for i in range(5, 14))),
+        Param("rmsnorm_kernel.num_warps", "num_warps", 4, WARPS),
+    ]
 
 
 def test_find_params_matmul_tuple_assignment_keeps_dot_range():
     assert tuner.find_params(read(CASES / "matmul_triton.py")) == [
         Param("matmul_kernel.BLOCK_M", "block", 32, DOT_RANGE),
         Param("matmul_kernel.BLOCK_N", "block", 32, DOT_RANGE),
-        Param("matmul_kernel.BLOCK_K", "block", 16, DOT_RANGE)]
+        Param("matmul_kernel.BLOCK_K", "block", 16, DOT_RANGE),
+    ]
 
 
 def test_values_computed_at_run_time_are_skipped():
@@ -86,13 +94,16 @@ def make(body: str, decorators: str = "@triton.jit") -> str:
     return KERNEL.format(decorators=decorators, body=body)
 
 
-@pytest.mark.parametrize("body", [
-    "    BLOCK = 1024\n    if big:\n        BLOCK = 2048\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # bound twice
-    "    BLOCK = 1000\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # not a power of two
-    "    BLOCK = 2 * 512\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # an expression
-    "    for BLOCK in (256, 512):\n        k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # a loop variable
-    "    k[(triton.cdiv(n, 256),)](x, n, 256, n)",  # positional: not a keyword
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    BLOCK = 1024\n    if big:\n        BLOCK = 2048\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # bound twice
+        "    BLOCK = 1000\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # not a power of two
+        "    BLOCK = 2 * 512\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # an expression
+        "    for BLOCK in (256, 512):\n        k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n)",  # a loop variable
+        "    k[(triton.cdiv(n, 256),)](x, n, 256, n)",  # positional: not a keyword
+    ],
+)
 def test_non_literal_or_ambiguous_values_are_skipped(body):
     assert tuner.find_params(make(body)) == []
 
@@ -105,8 +116,7 @@ def test_kernel_defaults_and_non_constexpr_keywords_are_not_tuned():
 
 
 def test_autotuned_and_heuristic_params_are_skipped():
-    autotune = ('@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])\n'
-                "@triton.jit")
+    autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])\n@triton.jit'
     code = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64, num_warps=4, num_stages=2)", autotune)
     assert [p.key for p in tuner.find_params(code)] == ["k.CHUNK"]  # autotune owns BLOCK, warps, stages
     heuristics = '@triton.heuristics(values={"CHUNK": lambda args: 64})\n@triton.jit'
@@ -123,11 +133,20 @@ def test_only_kernels_of_the_file_are_launch_sites():
 
 def test_second_launch_site_of_a_kernel_gets_its_own_key():
     code = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64)\n    k[(n,)](x, n, BLOCK=512, CHUNK=32, num_warps=2)")
-    assert tuner.config_of(code) == {"k.BLOCK": 256, "k.CHUNK": 64,
-                                     "k#2.BLOCK": 512, "k#2.CHUNK": 32, "k#2.num_warps": 2}
+    assert tuner.config_of(code) == {
+        "k.BLOCK": 256,
+        "k.CHUNK": 64,
+        "k#2.BLOCK": 512,
+        "k#2.CHUNK": 32,
+        "k#2.num_warps": 2,
+    }
     new = tuner.apply_config(code, {"k#2.BLOCK": 1024})
-    assert changed_lines(code, new) == [("    k[(n,)](x, n, BLOCK=512, CHUNK=32, num_warps=2)\n",
-                                         "    k[(n,)](x, n, BLOCK=1024, CHUNK=32, num_warps=2)\n")]
+    assert changed_lines(code, new) == [
+        (
+            "    k[(n,)](x, n, BLOCK=512, CHUNK=32, num_warps=2)\n",
+            "    k[(n,)](x, n, BLOCK=1024, CHUNK=32, num_warps=2)\n",
+        )
+    ]
 
 
 def test_one_name_feeding_two_keywords_is_one_param():
@@ -136,6 +155,7 @@ def test_one_name_feeding_two_keywords_is_one_param():
 
 
 # ----- editing ------------------------------------------------------------------------------------
+
 
 def test_assignment_form_edits_only_the_assignment():
     code = read(CASES / "elementwise_triton.py")
@@ -154,16 +174,20 @@ def test_literal_keyword_form_edits_only_the_keywords():
 def test_tuple_assignment_edits_only_its_element():
     code = read(CASES / "matmul_triton.py")
     new = tuner.apply_config(code, {"matmul_kernel.BLOCK_N": 64})
-    assert changed_lines(code, new) == [("        BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 16\n",
-                                         "        BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 16\n")]
+    assert changed_lines(code, new) == [
+        ("        BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 16\n", "        BLOCK_M, BLOCK_N, BLOCK_K = 32, 64, 16\n")
+    ]
 
 
 def test_inline_grid_literal_follows_its_block_keyword():
     code = read(REPO / "benchmarks/tasks/tiny_add_triton.py")
     new = tuner.apply_config(code, {"add_kernel.BLOCK": 1024})
     assert changed_lines(code, new) == [
-        ("        add_kernel[(triton.cdiv(n, 4096),)](x, y, out, n, BLOCK=4096)\n",
-         "        add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)\n")]
+        (
+            "        add_kernel[(triton.cdiv(n, 4096),)](x, y, out, n, BLOCK=4096)\n",
+            "        add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)\n",
+        )
+    ]
     ambiguous = make("    k[(triton.cdiv(n, 256),)](x, n, BLOCK=256, CHUNK=256)")
     assert tuner.find_params(ambiguous) == []  # which keyword the grid's 256 means is unknowable
 
@@ -201,6 +225,7 @@ def test_skeleton_hash_ignores_tuned_values_only():
 
 
 # ----- propose ------------------------------------------------------------------------------------
+
 
 def key(config: dict[str, int]) -> frozenset:
     return frozenset(config.items())
@@ -259,17 +284,23 @@ def test_propose_continues_an_improving_direction():
 
 def test_propose_steps_past_a_better_neighbour():
     code = read(REPO / "benchmarks/tasks/relu_triton.py")  # BLOCK_SIZE 4096, num_warps 8
-    measured = {key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 8}): 1.0,
-                key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 4}): 1.5,
-                key({"relu_kernel.BLOCK_SIZE": 8192, "relu_kernel.num_warps": 8}): 0.5}
+    measured = {
+        key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 8}): 1.0,
+        key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 4}): 1.5,
+        key({"relu_kernel.BLOCK_SIZE": 8192, "relu_kernel.num_warps": 8}): 0.5,
+    }
     for seed in range(20):
         _, config = tuner.propose(code, measured, random.Random(seed))
         # warps 8 -> 4 gained 0.5, BLOCK 8192 -> 4096 gained 0.5 too: either continuation, nothing else
-        assert config in ({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 2},
-                          {"relu_kernel.BLOCK_SIZE": 2048, "relu_kernel.num_warps": 8})
+        assert config in (
+            {"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 2},
+            {"relu_kernel.BLOCK_SIZE": 2048, "relu_kernel.num_warps": 8},
+        )
     measured[key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 4})] = 3.0  # warps gain dominates
-    assert tuner.propose(code, measured, random.Random(0))[1] == {"relu_kernel.BLOCK_SIZE": 4096,
-                                                                  "relu_kernel.num_warps": 2}
+    assert tuner.propose(code, measured, random.Random(0))[1] == {
+        "relu_kernel.BLOCK_SIZE": 4096,
+        "relu_kernel.num_warps": 2,
+    }
 
 
 def test_propose_prefers_parameters_not_yet_explored():
@@ -287,8 +318,13 @@ def test_propose_moves_two_steps_when_neighbours_are_measured():
     def cfg(block, warps):
         return {"relu_kernel.BLOCK_SIZE": block, "relu_kernel.num_warps": warps}
 
-    measured = {key(cfg(4096, 8)): 1.0, key(cfg(2048, 8)): 1.0, key(cfg(8192, 8)): 1.0,
-                key(cfg(4096, 4)): 1.0, key(cfg(4096, 16)): 1.0}
+    measured = {
+        key(cfg(4096, 8)): 1.0,
+        key(cfg(2048, 8)): 1.0,
+        key(cfg(8192, 8)): 1.0,
+        key(cfg(4096, 4)): 1.0,
+        key(cfg(4096, 16)): 1.0,
+    }
     for seed in range(20):
         _, config = tuner.propose(code, measured, random.Random(seed))
         steps = sum(abs(p.choices.index(config[p.key]) - p.choices.index(p.value)) for p in params)

@@ -10,5 +10,15 @@ from kernelsmith.data.rl import RlResult, build_rl
 from kernelsmith.data.sft import SftResult, build_sft
 from kernelsmith.data.steps import Run, Step, read_run, read_steps
 
-__all__ = ["Run", "Step", "read_run", "read_steps", "SftResult", "build_sft", "RlResult", "build_rl",
-           "suite_hashes", "is_contaminated"]
+__all__ = [
+    "Run",
+    "Step",
+    "read_run",
+    "read_steps",
+    "SftResult",
+    "build_sft",
+    "RlResult",
+    "build_rl",
+    "suite_hashes",
+    "is_contaminated",
+]

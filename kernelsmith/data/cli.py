@@ -15,8 +15,11 @@ from rich.table import Table
 from kernelsmith.cli_errors import check_paths, fail
 from kernelsmith.errors import UserError
 
-data_app = typer.Typer(add_completion=False, no_args_is_help=True,
-                       help="Make post-training data from run directories: SFT steps and RL prompts (JSONL).")
+data_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Make post-training data from run directories: SFT steps and RL prompts (JSONL).",
+)
 console = Console()
 
 
@@ -52,12 +55,21 @@ def sft_table(result, out: Path) -> Table:
         table.add_column(name, justify="right" if name in ("first", "improvement") else "left")
     if len(tasks) > 1:
         for task in tasks:
-            table.add_row(task, str(result.kept[(task, FIRST)]), str(result.kept[(task, IMPROVEMENT)]),
-                          _dropped_text(_per_task(result.dropped_by_task, task, DROP_REASONS)))
+            table.add_row(
+                task,
+                str(result.kept[(task, FIRST)]),
+                str(result.kept[(task, IMPROVEMENT)]),
+                _dropped_text(_per_task(result.dropped_by_task, task, DROP_REASONS)),
+            )
     first = sum(n for (_, kind), n in result.kept.items() if kind == FIRST)
     label = "all" if len(tasks) > 1 else (tasks[0] if tasks else "-")
-    table.add_row(label, str(first), str(len(result.rows) - first), _dropped_text(result.dropped),
-                  style="bold" if len(tasks) > 1 else None)
+    table.add_row(
+        label,
+        str(first),
+        str(len(result.rows) - first),
+        _dropped_text(result.dropped),
+        style="bold" if len(tasks) > 1 else None,
+    )
     return table
 
 
@@ -78,11 +90,15 @@ def rl_table(result, out: Path) -> Table:
     return table
 
 
-_RUN_DIRS = typer.Argument(..., metavar="RUN_DIR",
-                           help="run directories of `kernelsmith evolve` (each holds run.sqlite)")
+_RUN_DIRS = typer.Argument(
+    ..., metavar="RUN_DIR", help="run directories of `kernelsmith evolve` (each holds run.sqlite)"
+)
 _OUT = typer.Option(..., "--out", help="the JSONL file to write")
-_EXCLUDE = typer.Option(None, "--exclude-tasks", help="a task file, or a directory of them (recursive): "
-                                                      "drop every step of a matching task (decontamination)")
+_EXCLUDE = typer.Option(
+    None,
+    "--exclude-tasks",
+    help="a task file, or a directory of them (recursive): drop every step of a matching task (decontamination)",
+)
 
 
 def _exclusions(path: Path | None) -> set[str] | None:
@@ -95,10 +111,12 @@ def _exclusions(path: Path | None) -> set[str] | None:
 def sft_cmd(
     run_dirs: list[Path] = _RUN_DIRS,
     out: Path = _OUT,
-    min_gain: float = typer.Option(1.0, help="keep a later step when its speedup over its parent's is "
-                                             "strictly above this"),
-    max_per_task: int | None = typer.Option(None, help="keep at most N rows per task: the highest gains "
-                                                       "(first steps: their speedups)"),
+    min_gain: float = typer.Option(
+        1.0, help="keep a later step when its speedup over its parent's is strictly above this"
+    ),
+    max_per_task: int | None = typer.Option(
+        None, help="keep at most N rows per task: the highest gains (first steps: their speedups)"
+    ),
     exclude_tasks: Path | None = _EXCLUDE,
 ) -> None:
     """Step-centric SFT rows: correct, unflagged steps faster than their parent, and correct first steps."""

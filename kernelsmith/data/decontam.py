@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import TaskError, UserError
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.task import Task
 
 

@@ -44,14 +44,24 @@ def rl_rows(run: Run) -> list[dict]:
         if p.messages is None:
             continue
         parent = parents.get(p.id)
-        rows.append({
-            "prompt": p.messages,
-            "meta": {"task": run.task, "task_hash": run.task_hash, "task_source": run.task_source,
-                     "run_dir": run.run_dir, "program_id": p.id, "parent_id": p.parent_id,
-                     "parent_code": parent.code if parent is not None else None,
-                     "parent_speedup": parent.speedup if parent is not None and parent.ok else None,
-                     "operator": p.operator, "step_speedup": p.speedup, "best_speedup": run.best.speedup},
-        })
+        rows.append(
+            {
+                "prompt": p.messages,
+                "meta": {
+                    "task": run.task,
+                    "task_hash": run.task_hash,
+                    "task_source": run.task_source,
+                    "run_dir": run.run_dir,
+                    "program_id": p.id,
+                    "parent_id": p.parent_id,
+                    "parent_code": parent.code if parent is not None else None,
+                    "parent_speedup": parent.speedup if parent is not None and parent.ok else None,
+                    "operator": p.operator,
+                    "step_speedup": p.speedup,
+                    "best_speedup": run.best.speedup,
+                },
+            }
+        )
     return rows
 
 

@@ -29,15 +29,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.data.decontam import is_contaminated
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import Status
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.program import Program
 
 FIRST, IMPROVEMENT = "first", "improvement"
-DROP_REASONS = ("excluded_task", "no_llm_messages", "not_correct", "flagged", "same_as_parent", "parent_not_correct",
-                "no_speedup", "gain_below_min", "within_noise", "duplicate", "over_task_cap")
+DROP_REASONS = (
+    "excluded_task",
+    "no_llm_messages",
+    "not_correct",
+    "flagged",
+    "same_as_parent",
+    "parent_not_correct",
+    "no_speedup",
+    "gain_below_min",
+    "within_noise",
+    "duplicate",
+    "over_task_cap",
+)
 
 
 @dataclass
@@ -99,16 +110,27 @@ def sft_row(step: Step, kind: str) -> dict:
     p = step.program
     return {
         "messages": [*p.messages, {"role": "assistant", "content": p.response}],
-        "meta": {"task": step.task, "task_hash": step.task_hash, "run_dir": step.run_dir, "program_id": p.id,
-                 "parent_id": p.parent_id, "iteration": p.iteration, "operator": p.operator, "model": p.model,
-                 "speedup": p.speedup, "parent_speedup": step.parent_speedup,
-                 "gain": step.gain if kind == IMPROVEMENT else None, "speedup_vs_compile": p.speedup_vs_compile,
-                 "kind": kind},
+        "meta": {
+            "task": step.task,
+            "task_hash": step.task_hash,
+            "run_dir": step.run_dir,
+            "program_id": p.id,
+            "parent_id": p.parent_id,
+            "iteration": p.iteration,
+            "operator": p.operator,
+            "model": p.model,
+            "speedup": p.speedup,
+            "parent_speedup": step.parent_speedup,
+            "gain": step.gain if kind == IMPROVEMENT else None,
+            "speedup_vs_compile": p.speedup_vs_compile,
+            "kind": kind,
+        },
     }
 
 
-def build_sft(run_dirs: list[str | Path], min_gain: float = 1.0, max_per_task: int | None = None,
-              exclude: set[str] | None = None) -> SftResult:
+def build_sft(
+    run_dirs: list[str | Path], min_gain: float = 1.0, max_per_task: int | None = None, exclude: set[str] | None = None
+) -> SftResult:
     """The SFT rows of the runs (rules in the module docstring)."""
     if min_gain < 0:
         raise UserError(f"--min-gain must be >= 0, got {min_gain}")
@@ -143,7 +165,7 @@ def build_sft(run_dirs: list[str | Path], min_gain: float = 1.0, max_per_task: i
                 seen.add(key)
                 unique.append((step, kind))
         cap = len(unique) if max_per_task is None else max_per_task
-        for step, kind in unique[cap:]:
+        for step, _kind in unique[cap:]:
             drop(step, "over_task_cap")
         chosen.extend(unique[:cap])
 

@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import UserError
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
 
@@ -75,9 +75,17 @@ class Run:
 
     def steps(self) -> list[Step]:
         by_id = {p.id: p for p in self.programs}
-        return [Step(program=p, parent=by_id.get(p.parent_id) if p.parent_id is not None else None,
-                     task=self.task, task_hash=self.task_hash, task_source=self.task_source, run_dir=self.run_dir)
-                for p in self.programs]
+        return [
+            Step(
+                program=p,
+                parent=by_id.get(p.parent_id) if p.parent_id is not None else None,
+                task=self.task,
+                task_hash=self.task_hash,
+                task_source=self.task_source,
+                run_dir=self.run_dir,
+            )
+            for p in self.programs
+        ]
 
     def lineage(self, program: Program) -> list[Program]:
         """`program` and its ancestors through parent_id, oldest first."""
@@ -98,8 +106,14 @@ def read_run(run_dir: str | Path) -> Run:
         missing = [key for key, value in meta.items() if value is None]
         if missing:
             raise UserError(f"{run_dir} records no task ({', '.join(missing)} missing from its meta table)")
-        return Run(run_dir=str(run_dir), task=meta["task_name"], task_hash=meta["task_hash"],
-                   task_source=meta["task_source"], programs=tuple(store.all()), best=store.best())
+        return Run(
+            run_dir=str(run_dir),
+            task=meta["task_name"],
+            task_hash=meta["task_hash"],
+            task_source=meta["task_source"],
+            programs=tuple(store.all()),
+            best=store.best(),
+        )
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{store.path} is not a readable run store: {exc}") from None
     finally:

@@ -46,11 +46,13 @@ SPIN_KERNEL = "spin_kernel"
 ORDER_SLACK_NS = 1000
 
 # Device work that allocates, fills or copies: the glue every launcher needs, never "compute".
-_GLUE_KERNEL = re.compile(r"FillFunctor|fill_kernel|direct_copy|CatArrayBatchedCopy|^Memcpy|^Memset|memcpy|memset",
-                          re.IGNORECASE)
+_GLUE_KERNEL = re.compile(
+    r"FillFunctor|fill_kernel|direct_copy|CatArrayBatchedCopy|^Memcpy|^Memset|memcpy|memset", re.IGNORECASE
+)
 
 # aten ops that allocate, view, copy or describe tensors (the same list the CPU rule has always used).
-GLUE_OPS = frozenset("""
+GLUE_OPS = frozenset(
+    """
     empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
     new_ones full full_like new_full fill_ zero_ fill resize_ set_ view view_as reshape _reshape_alias
     _unsafe_view expand expand_as permute transpose transpose_ t t_ as_strided slice select unsqueeze
@@ -59,7 +61,8 @@ GLUE_OPS = frozenset("""
     is_contiguous sym_size sym_stride sym_numel sym_storage_offset stride size numel dim
     _has_compatible_shallow_copy_type view_as_real view_as_complex _conj _neg_view resolve_conj resolve_neg
     item is_nonzero result_type record_stream
-""".split())
+""".split()
+)
 
 
 @dataclass
@@ -76,12 +79,18 @@ class Activity:
     ordered_windows: int = 0  # windows whose stream order was checked
 
     def to_message(self) -> dict:
-        return {"kernels": {k: [int(n), int(self.kernel_ns[k])] for k, n in self.kernels.items()},
-                "ops": dict(self.ops), "tampered": self.tampered, "windows": self.windows,
-                "late": dict(self.late), "early": dict(self.early), "ordered_windows": self.ordered_windows}
+        return {
+            "kernels": {k: [int(n), int(self.kernel_ns[k])] for k, n in self.kernels.items()},
+            "ops": dict(self.ops),
+            "tampered": self.tampered,
+            "windows": self.windows,
+            "late": dict(self.late),
+            "early": dict(self.early),
+            "ordered_windows": self.ordered_windows,
+        }
 
     @classmethod
-    def from_message(cls, msg) -> "Activity":
+    def from_message(cls, msg) -> Activity:
         """Judge side: plain values only; anything malformed raises ValueError/TypeError."""
         if not isinstance(msg, dict):
             raise TypeError("activity is not a mapping")
@@ -98,7 +107,7 @@ class Activity:
         act.ordered_windows = int(msg.get("ordered_windows", 0))
         return act
 
-    def add(self, other: "Activity") -> None:
+    def add(self, other: Activity) -> None:
         self.kernels.update(other.kernels)
         self.kernel_ns.update(other.kernel_ns)
         self.ops.update(other.ops)
@@ -163,7 +172,7 @@ class ActivityRecorder:
         if self.hold_cycles:
             _sleep(1)
 
-    def __enter__(self) -> "ActivityRecorder":
+    def __enter__(self) -> ActivityRecorder:
         from torch.profiler import profile
 
         self.prof = profile(activities=self.activities)
@@ -227,7 +236,7 @@ def base_name(kernel: str) -> str:
             if depth == 0:
                 break
             i -= 1
-        head = head[:max(i, 0)].rstrip()
+        head = head[: max(i, 0)].rstrip()
     head = head.split()[-1] if head.split() else head
     return head.split("::")[-1]
 
@@ -253,8 +262,9 @@ def fmt_kernels(counts: Counter, limit: int = 6) -> str:
     return ", ".join(items) + (f" and {more} more" if more > 0 else "")
 
 
-def judge_operators(cand: Activity, reference: Activity, own_names: set[str], policy: str,
-                    python_launches: int | None = None) -> OperatorVerdict:
+def judge_operators(
+    cand: Activity, reference: Activity, own_names: set[str], policy: str, python_launches: int | None = None
+) -> OperatorVerdict:
     """Apply the operator rule. On CUDA (device kernels recorded) the rule runs on kernels;
     otherwise on aten ops, with the candidate's own launches counted by `python_launches`."""
     device = bool(cand.kernels) or bool(reference.kernels)
@@ -274,15 +284,18 @@ def judge_operators(cand: Activity, reference: Activity, own_names: set[str], po
     v = OperatorVerdict(own_launches=own_launches, own=own, library=library)
     if own_launches == 0:
         v.flag = "no_custom_kernel"
-        v.detail = (f"none of the candidate's own kernels ran on the device during forward"
-                    + (f" (library kernels that ran: {fmt_kernels(library)})" if library else ""))
+        v.detail = "none of the candidate's own kernels ran on the device during forward" + (
+            f" (library kernels that ran: {fmt_kernels(library)})" if library else ""
+        )
     elif policy == "none" and library:
         v.flag = "torch_compute_op"
         v.detail = f"library {what} ran in forward under --torch-ops none: {fmt_kernels(library)}"
     elif policy == "partial" and ref_compute and all(library[k] >= n for k, n in ref_compute.items()):
         v.flag = "torch_compute_op"
-        v.detail = (f"library {what} ran every compute step of the reference ({fmt_kernels(ref_compute)}), so the "
-                    f"candidate's own kernels did none of its work")
+        v.detail = (
+            f"library {what} ran every compute step of the reference ({fmt_kernels(ref_compute)}), so the "
+            f"candidate's own kernels did none of its work"
+        )
     return v
 
 

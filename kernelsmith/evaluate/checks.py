@@ -95,7 +95,9 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     big = finite & (r_abs > max(atol, 1e-12))
     max_rel = float(torch.where(big, diff / r_abs.clamp_min(1e-12), zero).max())
     if nbad == 0:
-        return Comparison(True, max_abs, max_rel, err_l2=[float(torch.linalg.vector_norm(torch.where(finite, diff, zero)))])
+        return Comparison(
+            True, max_abs, max_rel, err_l2=[float(torch.linalg.vector_norm(torch.where(finite, diff, zero)))]
+        )
 
     n = ref.numel()
     excess = diff if exact else diff - tol
@@ -168,8 +170,13 @@ def describe_structure(s, depth: int = 0) -> str:
         return "None"
     if isinstance(s, str) and s.startswith("other:"):
         return f"a {s[6:][:40]}"
-    if (isinstance(s, (list, tuple)) and len(s) == 2 and s[0] in ("tuple", "list") and isinstance(s[1], (list, tuple))
-            and depth < _MAX_DEPTH):
+    if (
+        isinstance(s, (list, tuple))
+        and len(s) == 2
+        and s[0] in ("tuple", "list")
+        and isinstance(s[1], (list, tuple))
+        and depth < _MAX_DEPTH
+    ):
         items = s[1]
         inner = ", ".join(describe_structure(x, depth + 1) for x in items[:4]) + (", ..." if len(items) > 4 else "")
         return f"a {s[0]} of {len(items)}" + (f" ({inner})" if items else "")
@@ -178,6 +185,7 @@ def describe_structure(s, depth: int = 0) -> str:
 
 def structure_mismatch(ref, got) -> str | None:
     """None when the candidate's output has the reference's structure, else what differs."""
+
     def plain(x):  # a pickled tuple and a list of the same items compare equal
         return [plain(y) for y in x] if isinstance(x, (list, tuple)) else x
 
@@ -213,12 +221,15 @@ def is_degenerate(ref_leaves: list, atol: float | None, rtol: float | None) -> b
     return False
 
 
-def compare_outputs(ref_leaves: list, got_leaves: list, atol: float | None, rtol: float | None,
-                    check_l2: bool = False) -> Comparison:
+def compare_outputs(
+    ref_leaves: list, got_leaves: list, atol: float | None, rtol: float | None, check_l2: bool = False
+) -> Comparison:
     """Compare every output leaf; the first failure decides, errors are reported worst-first.
     `check_l2` adds a relative L2 error bound (used on degenerate tasks)."""
     if len(ref_leaves) != len(got_leaves):
-        return Comparison(False, message=f"forward returned {len(got_leaves)} outputs but the reference returns {len(ref_leaves)}")
+        return Comparison(
+            False, message=f"forward returned {len(got_leaves)} outputs but the reference returns {len(ref_leaves)}"
+        )
     max_abs = max_rel = 0.0
     err_l2: list[float] = []
     for i, (r, g) in enumerate(zip(ref_leaves, got_leaves)):
@@ -236,10 +247,14 @@ def compare_outputs(ref_leaves: list, got_leaves: list, atol: float | None, rtol
         if check_l2 and r.is_floating_point():
             err = relative_l2(r, g)
             if not err <= l2_tolerance(rt):
-                return Comparison(False, c.max_abs_err, c.max_rel_err,
-                                  f"{label}: relative L2 error {err:.3g} > {l2_tolerance(rt):g}; on this task an "
-                                  "all-zero or constant output passes the elementwise tolerance, so the output "
-                                  "must also match as a whole")
+                return Comparison(
+                    False,
+                    c.max_abs_err,
+                    c.max_rel_err,
+                    f"{label}: relative L2 error {err:.3g} > {l2_tolerance(rt):g}; on this task an "
+                    "all-zero or constant output passes the elementwise tolerance, so the output "
+                    "must also match as a whole",
+                )
         max_abs = max(max_abs, c.max_abs_err or 0.0)
         max_rel = max(max_rel, c.max_rel_err or 0.0)
         err_l2 += c.err_l2 or [0.0]
@@ -292,7 +307,7 @@ def checksum_mismatch(ref_leaves: list, weights: list, got: list, err_l2: list[f
         if not math.isfinite(expect):
             continue  # the reference itself has inf/NaN: the full check of other calls covers it
         scale = float(torch.dot(flat.abs(), w.abs()))
-        err = (err_l2[i] if err_l2 and i < len(err_l2) else 0.0)
+        err = err_l2[i] if err_l2 and i < len(err_l2) else 0.0
         limit = CHECKSUM_SIGMAS * err / math.sqrt(3.0) + CHECKSUM_ROUNDING * scale + 1e-30
         if not (isinstance(value, float) and abs(value - expect) <= limit):
             return f"output {i}: checksum {value!r}, the reference's {expect:.6g} (allowed difference {limit:.3g})"

@@ -127,10 +127,9 @@ class Plan:
         }
         why = {
             "secrets": "no PID namespace, no uid of its own, no /proc masks: /proc/PID/environ of the "
-                       "processes that started it is readable (run as root; on the CPU, or with bubblewrap)",
+            "processes that started it is readable (run as root; on the CPU, or with bubblewrap)",
             "writes": "no Landlock, no bubblewrap, no uid of its own: it writes wherever you can",
-            "signals": "no uid of its own, no Landlock signal scoping (ABI 6), no seccomp: it can kill your "
-                       "processes",
+            "signals": "no uid of its own, no Landlock signal scoping (ABI 6), no seccomp: it can kill your processes",
             "network": "no seccomp filter and no network namespace: it can open sockets",
             "processes": "",
         }
@@ -140,10 +139,13 @@ class Plan:
         return all(v is None for v in self.guarantees().values())
 
     def summary(self) -> dict:
-        return {"mode": self.mode, "layers": {**{k: "on: " + v for k, v in self.on.items()},
-                                              **{k: "off: " + v for k, v in self.off.items()}},
-                "guarantees": {g: ("holds" if why is None else "does not hold: " + why)
-                               for g, why in self.guarantees().items()}}
+        return {
+            "mode": self.mode,
+            "layers": {**{k: "on: " + v for k, v in self.on.items()}, **{k: "off: " + v for k, v in self.off.items()}},
+            "guarantees": {
+                g: ("holds" if why is None else "does not hold: " + why) for g, why in self.guarantees().items()
+            },
+        }
 
 
 def plan(device: str) -> Plan:
@@ -160,8 +162,9 @@ def plan(device: str) -> Plan:
     wanted = tuple(n for n in wanted if n not in p.off)
     if "bwrap" in wanted:
         if isolation.bwrap_works():
-            p.on["bwrap"] = "read-only root, no network" + (", own PID namespace" if device == "cpu" else
-                                                            " (PID namespace shared: CUDA IPC)")
+            p.on["bwrap"] = "read-only root, no network" + (
+                ", own PID namespace" if device == "cpu" else " (PID namespace shared: CUDA IPC)"
+            )
         else:
             p.off["bwrap"] = "bubblewrap is not installed or cannot run here"
     if "pidns" in wanted:
@@ -218,8 +221,11 @@ def check_strict(device: str) -> None:
     p = plan(device)
     if p.mode == "strict" and not p.holds_all():
         missing = [f"{g} ({why})" for g, why in p.guarantees().items() if why]
-        raise UserError("KERNELSMITH_SANDBOX=strict: containment incomplete on this host: " + "; ".join(missing)
-                        + " (run `kernelsmith doctor`)")
+        raise UserError(
+            "KERNELSMITH_SANDBOX=strict: containment incomplete on this host: "
+            + "; ".join(missing)
+            + " (run `kernelsmith doctor`)"
+        )
 
 
 def new_uid() -> int:

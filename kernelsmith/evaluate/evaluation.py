@@ -13,15 +13,22 @@ from collections import Counter
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
-from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
+from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed  # judge imports this module lazily
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError
-from kernelsmith.evaluate.result import (EvalResult, JudgeTiming, KernelRecord, StageSeconds, Status, TimingStats,
-                                         TrialReport)
-from kernelsmith.evaluate.runtime import build_model, synchronize
+from kernelsmith.evaluate.result import (
+    EvalResult,
+    JudgeTiming,
+    KernelRecord,
+    StageSeconds,
+    Status,
+    TimingStats,
+    TrialReport,
+)
+from kernelsmith.evaluate.runtime import build_model
 from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
 from kernelsmith.evaluate.verdict import Flag, TaskNote
 
@@ -47,9 +54,15 @@ class Evaluation:
         self.opts = opts
         self.t0 = time.monotonic()
         self.stages = StageSeconds()
-        self.base = dict(device=judge.device, gpu_name=judge.gpu_name, gpu_uuid=judge.gpu_uuid,
-                         torch_version=judge.torch_version, task_hash=task_hash, candidate_hash=candidate_hash,
-                         torch_ops=opts.torch_ops)
+        self.base = dict(
+            device=judge.device,
+            gpu_name=judge.gpu_name,
+            gpu_uuid=judge.gpu_uuid,
+            torch_version=judge.torch_version,
+            task_hash=task_hash,
+            candidate_hash=candidate_hash,
+            torch_ops=opts.torch_ops,
+        )
         self.task_hash = task_hash
         self.flags: dict[Flag, str] = {}
         self.notes: dict[TaskNote, str] = {}
@@ -66,19 +79,37 @@ class Evaluation:
         self.stages.total = time.monotonic() - self.t0
         flags = dict(self.flags)
         ref_names = set(self.ref_activity.kernels)
-        kernels = [KernelRecord(name=k, count=n, device_ms=self.activity.kernel_ns[k] / 1e6,
-                                own=k not in ref_names and is_own_kernel(k, self.own_names))
-                   for k, n in self.activity.kernels.most_common(40)]
+        kernels = [
+            KernelRecord(
+                name=k,
+                count=n,
+                device_ms=self.activity.kernel_ns[k] / 1e6,
+                own=k not in ref_names and is_own_kernel(k, self.own_names),
+            )
+            for k, n in self.activity.kernels.most_common(40)
+        ]
         if not self.activity.kernels:  # CPU: the library compute ops (own kernels are not aten ops)
-            kernels = [KernelRecord(name=k, count=n, own=False) for k, n in self.activity.ops.most_common()
-                       if k not in GLUE_OPS][:40]
-        return EvalResult(status=status, correct=status == Status.correct, error=error, stages=self.stages,
-                          flags=sorted(flags), flag_details=flags, task_notes=dict(self.notes),
-                          trials=self.trials, kernel_launches=self.launches, kernels=kernels,
-                          **{**self.base, **extra})
+            kernels = [
+                KernelRecord(name=k, count=n, own=False)
+                for k, n in self.activity.ops.most_common()
+                if k not in GLUE_OPS
+            ][:40]
+        return EvalResult(
+            status=status,
+            correct=status == Status.correct,
+            error=error,
+            stages=self.stages,
+            flags=sorted(flags),
+            flag_details=flags,
+            task_notes=dict(self.notes),
+            trials=self.trials,
+            kernel_launches=self.launches,
+            kernels=kernels,
+            **{**self.base, **extra},
+        )
 
     def run(self, task_source: str, candidate_source: str) -> EvalResult:
-        j, opts = self.j, self.opts
+        j = self.j
         facts = analyze(candidate_source)
         self.stages.static = time.monotonic() - self.t0
         if facts.syntax_error:
@@ -116,14 +147,23 @@ class Evaluation:
         contained = sb.containment()
         self.base["containment"] = contained.summary()
         if contained.mode == "strict" and not contained.holds_all():
-            raise ContainmentError("KERNELSMITH_SANDBOX=strict: the sandbox could not apply its containment: "
-                                   + "; ".join(f"{k} {v}" for k, v in contained.off.items()))
+            raise ContainmentError(
+                "KERNELSMITH_SANDBOX=strict: the sandbox could not apply its containment: "
+                + "; ".join(f"{k} {v}" for k, v in contained.off.items())
+            )
         self.device_activity = bool(sb.info.get("device_activity")) and j.device == "cuda"
         stages.worker_wait = time.monotonic() - self.t0 - stages.static
         self.deadline = time.monotonic() + opts.timeout
         seed_init = _seed()
-        sb.send({"op": "job", "workdir": str(sb.workdir), "task_source": task_source,
-                 "candidate_source": candidate_source, "seed_init": seed_init})
+        sb.send(
+            {
+                "op": "job",
+                "workdir": str(sb.workdir),
+                "task_source": task_source,
+                "candidate_source": candidate_source,
+                "seed_init": seed_init,
+            }
+        )
         try:
             self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
         except Exception as exc:
@@ -138,8 +178,10 @@ class Evaluation:
             self.notes[TaskNote.output_aliases_input] = "the reference returns (a view of) one of its inputs"
         ref_t: TimingStats = self.baseline["reference"]
         if j.device == "cuda" and ref_t.median_ms < TOO_SMALL_MS:
-            self.notes[TaskNote.too_small_to_time] = (f"the reference runs {ref_t.median_ms * 1e3:.3g} us: launch and "
-                                                      "synchronisation overhead dominate its speedups")
+            self.notes[TaskNote.too_small_to_time] = (
+                f"the reference runs {ref_t.median_ms * 1e3:.3g} us: launch and "
+                "synchronisation overhead dominate its speedups"
+            )
         t_base = time.monotonic()
         stages.baseline = t_base - t_load
         self.deadline += stages.baseline  # the judge's own time is not the candidate's
@@ -168,7 +210,8 @@ class Evaluation:
             if self.degenerate:
                 self.notes[TaskNote.degenerate_tolerance] = (
                     "an all-zero or constant output passes this task's elementwise tolerance; outputs were "
-                    "also checked by relative L2 error")
+                    "also checked by relative L2 error"
+                )
         threads = [str(t) for t in msg.get("threads", [])][:10]
         if threads:
             self.flags[Flag.background_thread] = "threads still running after forward: " + ", ".join(threads)
@@ -178,16 +221,20 @@ class Evaluation:
         self.activity.add(act)
         cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate)
         sb.send({"op": "ack"})
-        self.trials.append(TrialReport(seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err,
-                                       max_rel_err=cmp.max_rel_err, message=cmp.message))
+        self.trials.append(
+            TrialReport(
+                seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message
+            )
+        )
         if self.flags.get(Flag.no_custom_kernel):
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
         if not cmp.ok:
             raise _Verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}")
         self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, cmp.err_l2)] if self.err_l2 else list(cmp.err_l2 or [])
 
-    def _operators(self, act: Activity, where: str, python_launches: int, calls: int,
-                   harness: frozenset[str] = frozenset()) -> None:
+    def _operators(
+        self, act: Activity, where: str, python_launches: int, calls: int, harness: frozenset[str] = frozenset()
+    ) -> None:
         """The operator rule on what one window recorded (`calls` forward calls in it; `harness`:
         names of kernels and ops the harness itself ran in the window)."""
         if act.tampered:
@@ -199,26 +246,41 @@ class Evaluation:
         else:  # aten ops; own kernels counted where they are launched
             cand, ref = Activity(ops=_without(act.ops, harness)), Activity(ops=ref.ops)
         self.base["activity_source"] = "device" if self.device_activity else "aten"
-        v = judge_operators(cand, _scaled(ref, calls), self.own_names, self.opts.torch_ops,
-                            python_launches=None if self.device_activity else python_launches)
+        v = judge_operators(
+            cand,
+            _scaled(ref, calls),
+            self.own_names,
+            self.opts.torch_ops,
+            python_launches=None if self.device_activity else python_launches,
+        )
         if v.own_launches == 0:
             self.flags.setdefault(Flag.no_custom_kernel, f"{where}: {v.detail}")
         elif v.own_launches < calls:
-            self.flags.setdefault(Flag.no_custom_kernel, f"{where}: the candidate's own kernels ran "
-                                                         f"{v.own_launches} times in {calls} calls")
+            self.flags.setdefault(
+                Flag.no_custom_kernel,
+                f"{where}: the candidate's own kernels ran {v.own_launches} times in {calls} calls",
+            )
         elif v.flag == "torch_compute_op":
             self.flags.setdefault(Flag.torch_compute_op, f"{where}: {v.detail}")
 
     def _stream_order(self, act: Activity, where: str) -> None:
         """Work forward left unordered with its caller's stream (activity.stream_order)."""
         if act.late:
-            self.flags.setdefault(Flag.unsynced_work, (
-                f"{where}: kernels still ran after forward returned, on a stream its caller's stream never "
-                f"waits for ({fmt_kernels(act.late)}): a consumer of the output would read it unfinished"))
+            self.flags.setdefault(
+                Flag.unsynced_work,
+                (
+                    f"{where}: kernels still ran after forward returned, on a stream its caller's stream never "
+                    f"waits for ({fmt_kernels(act.late)}): a consumer of the output would read it unfinished"
+                ),
+            )
         elif act.early:
-            self.flags.setdefault(Flag.unsynced_work, (
-                f"{where}: kernels on another stream started before the caller's earlier work had finished "
-                f"({fmt_kernels(act.early)}): they did not wait for their inputs"))
+            self.flags.setdefault(
+                Flag.unsynced_work,
+                (
+                    f"{where}: kernels on another stream started before the caller's earlier work had finished "
+                    f"({fmt_kernels(act.early)}): they did not wait for their inputs"
+                ),
+            )
 
     def _time(self, sb: SandboxHandle) -> TimingStats:
         """The sandbox's own timing run; its last call's output is checked."""
@@ -248,8 +310,9 @@ class Evaluation:
         j, dev = self.j, self.j.device
         calls = judge_clock.batch_calls(dev, cand.median_ms)
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
-        overhead_ms, harness = j.batch_overhead(self.task, probe, checksum_weights(flatten_outputs(probe), 0),
-                                                min(calls, 8))
+        overhead_ms, harness = j.batch_overhead(
+            self.task, probe, checksum_weights(flatten_outputs(probe), 0), min(calls, 8)
+        )
         del probe
         runs = [self._one_batch(sb, calls, harness) for _ in range(judge_clock.BATCHES[dev])]
         wall_ms, seed, wseed, sums = min(runs, key=lambda run: run[0])
@@ -260,8 +323,11 @@ class Evaluation:
             weights = weights or checksum_weights(flatten_outputs(ref_out), wseed)
             bad = checksum_mismatch(flatten_outputs(ref_out), weights, [float(x) for x in sums[k]], self.err_l2)
             if bad:
-                raise _Verdict(Status.incorrect, f"judge-timed call {k + 1} of {calls}: {bad}: its output is not "
-                                                 "the reference's (work skipped or done on other inputs)")
+                raise _Verdict(
+                    Status.incorrect,
+                    f"judge-timed call {k + 1} of {calls}: {bad}: its output is not "
+                    "the reference's (work skipped or done on other inputs)",
+                )
         verdict = judge_clock.judge(dev, cand.median_ms, wall_ms, calls, overhead_ms)
         self.clock = verdict
         return JudgeTiming(calls=calls, wall_ms=wall_ms, overhead_ms=overhead_ms, per_call_ms=verdict.per_call_ms)
@@ -296,24 +362,36 @@ class Evaluation:
         if self.clock.mismatch:
             self.flags[Flag.timing_mismatch] = (
                 f"the sandbox timed {cand_ms:.4g} ms a call; the judge's clock gives {clock.per_call_ms:.4g} ms a "
-                f"call over {clock.calls} calls (harness work subtracted), beyond the margin: the judge's time is used")
+                f"call over {clock.calls} calls (harness work subtracted), beyond the margin: the judge's time is used"
+            )
             cand_ms = clock.per_call_ms
         floor = j.floor_ms(self.baseline)
         if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
-            self.flags[Flag.faster_than_roofline] = (f"{cand_ms:.4g} ms is below the task's roofline floor of "
-                                                     f"{floor:.4g} ms (bytes / measured bandwidth, FLOPs / measured peak)")
+            self.flags[Flag.faster_than_roofline] = (
+                f"{cand_ms:.4g} ms is below the task's roofline floor of "
+                f"{floor:.4g} ms (bytes / measured bandwidth, FLOPs / measured peak)"
+            )
         ref_t: TimingStats = self.baseline["reference"]
         comp_t: TimingStats | None = self.baseline["compile"]
-        ref_records = [KernelRecord(name=k, count=n, own=False, device_ms=self.ref_activity.kernel_ns[k] / 1e6)
-                       for k, n in self.ref_activity.kernels.most_common(40)]
+        ref_records = [
+            KernelRecord(name=k, count=n, own=False, device_ms=self.ref_activity.kernel_ns[k] / 1e6)
+            for k, n in self.ref_activity.kernels.most_common(40)
+        ]
         result = self.verdict(
             Status.correct,
             speedup=ref_t.median_ms / cand_ms,
             speedup_vs_compile=(comp_t.median_ms / cand_ms) if comp_t else None,
-            candidate_ms=cand_ms, reference_ms=ref_t.median_ms,
-            compile_ms=comp_t.median_ms if comp_t else None, floor_ms=floor,
-            timing=cand, judge_timing=clock, reference_timing=ref_t, compile_timing=comp_t, baseline_cached=cached,
-            compile_baseline_error=self.baseline.get("compile_error"), reference_kernels=ref_records,
+            candidate_ms=cand_ms,
+            reference_ms=ref_t.median_ms,
+            compile_ms=comp_t.median_ms if comp_t else None,
+            floor_ms=floor,
+            timing=cand,
+            judge_timing=clock,
+            reference_timing=ref_t,
+            compile_timing=comp_t,
+            baseline_cached=cached,
+            compile_baseline_error=self.baseline.get("compile_error"),
+            reference_kernels=ref_records,
         )
         return result
 
@@ -325,8 +403,11 @@ def _without(counts: Counter, names) -> Counter:
 def _scaled(act: Activity, calls: int) -> Activity:
     if calls == 1:
         return act
-    return Activity(kernels=Counter({k: n * calls for k, n in act.kernels.items()}), kernel_ns=act.kernel_ns,
-                    ops=Counter({k: n * calls for k, n in act.ops.items()}))
+    return Activity(
+        kernels=Counter({k: n * calls for k, n in act.kernels.items()}),
+        kernel_ns=act.kernel_ns,
+        ops=Counter({k: n * calls for k, n in act.ops.items()}),
+    )
 
 
 def _failure(msg: dict) -> tuple[Status, str]:

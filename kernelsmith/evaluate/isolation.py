@@ -15,14 +15,25 @@ import subprocess
 from pathlib import Path
 
 
-
 @functools.cache
 def bwrap_works() -> bool:
     exe = shutil.which("bwrap")
     if exe is None:
         return False
-    probe = [exe, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--unshare-net",
-             "--unshare-pid", "true"]
+    probe = [
+        exe,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-net",
+        "--unshare-pid",
+        "true",
+    ]
     try:
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -42,18 +53,30 @@ def wrapper(workdir: Path, device: str, keep_setuid: bool = False, keep_mount: b
     once CUDA is up, before any candidate code runs).
     """
     pid = ["--unshare-pid"] if device == "cpu" else []
-    kept = (["CAP_SETUID", "CAP_SETGID", "CAP_CHOWN"] if keep_setuid else []) + (["CAP_SYS_ADMIN"] if keep_mount else [])
+    kept = (["CAP_SETUID", "CAP_SETGID", "CAP_CHOWN"] if keep_setuid else []) + (
+        ["CAP_SYS_ADMIN"] if keep_mount else []
+    )
     caps = [a for c in kept for a in ("--cap-add", c)]
     return [
         shutil.which("bwrap") or "bwrap",
-        "--ro-bind", "/", "/",
-        "--dev-bind", "/dev", "/dev",  # GPU device nodes
-        "--bind", "/dev/shm", "/dev/shm",
-        "--proc", "/proc",
-        "--bind", str(workdir), str(workdir),
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",  # GPU device nodes
+        "--bind",
+        "/dev/shm",
+        "/dev/shm",
+        "--proc",
+        "/proc",
+        "--bind",
+        str(workdir),
+        str(workdir),
         "--unshare-net",
         *pid,
         "--die-with-parent",
         *caps,
-        "--chdir", str(workdir),
+        "--chdir",
+        str(workdir),
     ]

@@ -22,9 +22,15 @@ import torch
 from kernelsmith.evaluate import roofline, timing
 from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.baseline_cache import BaselineCache
+from kernelsmith.evaluate.checks import (
+    Comparison,
+    compare_outputs,
+    flatten_outputs,
+    output_structure,
+    structure_mismatch,
+    weighted_checksums,
+)
 from kernelsmith.evaluate.containment import ContainmentError
-from kernelsmith.evaluate.checks import (Comparison, compare_outputs, flatten_outputs, output_structure,
-                                         structure_mismatch, weighted_checksums)
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
 from kernelsmith.evaluate.result import EvalResult
@@ -35,8 +41,6 @@ from kernelsmith.task import load_module
 
 class TaskLoadError(Exception):
     """The task's own code failed in the judge: not the candidate's fault, no verdict."""
-
-
 
 
 def _seed() -> int:
@@ -124,8 +128,10 @@ class Judge:
         """Eager and torch.compile timings of the reference, with the task's bytes, FLOPs, the
         kernels (or aten ops) one reference call runs, and whether its output aliases an input."""
         eff = opts.effective_timing()
-        timing_key = (f"v2:{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
-                      f"{opts.wants_compile_baseline}")
+        timing_key = (
+            f"v2:{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
+            f"{opts.wants_compile_baseline}"
+        )
         key = BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)
         if opts.use_baseline_cache:
             hit = self.cache.get(key)
@@ -135,8 +141,9 @@ class Judge:
         inputs, out = self.run_reference(task, model, seed)
         task_bytes = roofline.tensor_bytes(inputs) + roofline.tensor_bytes(out)
         in_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
-        aliases = any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in in_storages
-                      for o in flatten_outputs(out))
+        aliases = any(
+            isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in in_storages for o in flatten_outputs(out)
+        )
         try:
             task_flops = roofline.count_flops(model, inputs)
         except Exception:  # an op the counter cannot trace: count bytes only
@@ -160,9 +167,15 @@ class Judge:
                     compiled = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
             except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
                 compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        payload = {"reference": ref, "compile": compiled, "compile_error": compile_error,
-                   "task_bytes": task_bytes, "task_flops": task_flops,
-                   "activity": rec.activity.to_message(), "aliases_input": aliases}
+        payload = {
+            "reference": ref,
+            "compile": compiled,
+            "compile_error": compile_error,
+            "task_bytes": task_bytes,
+            "task_flops": task_flops,
+            "activity": rec.activity.to_message(),
+            "aliases_input": aliases,
+        }
         self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
         return payload, False
 
@@ -187,9 +200,15 @@ class Judge:
             return {"device": "cpu", "name": self.gpu_name, "cores": os.cpu_count()}
         props = torch.cuda.get_device_properties(0)
         ceilings = self.ceilings()
-        return {"device": "cuda", "name": self.gpu_name, "sm_count": props.multi_processor_count,
-                "memory_gb": round(props.total_memory / 2**30, 1), "capability": f"{props.major}.{props.minor}",
-                "bandwidth_gbps": round(ceilings["bandwidth"] / 1e9), "bf16_tflops": round(ceilings["flops"] / 1e12)}
+        return {
+            "device": "cuda",
+            "name": self.gpu_name,
+            "sm_count": props.multi_processor_count,
+            "memory_gb": round(props.total_memory / 2**30, 1),
+            "capability": f"{props.major}.{props.minor}",
+            "bandwidth_gbps": round(ceilings["bandwidth"] / 1e9),
+            "bf16_tflops": round(ceilings["flops"] / 1e12),
+        }
 
     @staticmethod
     def forward_nosync(model, inputs):
@@ -215,8 +234,9 @@ class Judge:
             per_call = (time.perf_counter() - t0) * 1e3 / calls
         return per_call, frozenset(rec.activity.kernels) | frozenset(rec.activity.ops)
 
-    def check(self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions,
-              check_l2: bool = False) -> Comparison:
+    def check(
+        self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions, check_l2: bool = False
+    ) -> Comparison:
         wrong_shape = structure_mismatch(output_structure(ref_out), msg.get("structure"))
         if wrong_shape:
             return Comparison(False, message=wrong_shape)
@@ -231,14 +251,19 @@ class Judge:
                 if isinstance(r, torch.Tensor) and not (
                     isinstance(g, torch.Tensor) and g.shape == r.shape and g.dtype == r.dtype and torch.equal(g, r)
                 ):
-                    return Comparison(False, cmp.max_abs_err, cmp.max_rel_err,
-                                      f"forward modified its input {i} in place (the reference does not)")
+                    return Comparison(
+                        False,
+                        cmp.max_abs_err,
+                        cmp.max_rel_err,
+                        f"forward modified its input {i} in place (the reference does not)",
+                    )
         del got
         return cmp
 
     # -- one evaluation --------------------------------------------------------------------
-    def evaluate(self, task_source: str, task_hash: str, candidate_source: str, candidate_hash: str,
-                 opts: EvalOptions) -> EvalResult:
+    def evaluate(
+        self, task_source: str, task_hash: str, candidate_source: str, candidate_hash: str, opts: EvalOptions
+    ) -> EvalResult:
         from kernelsmith.evaluate.evaluation import Evaluation
 
         return Evaluation(self, task_hash, candidate_hash, opts).run(task_source, candidate_source)
@@ -264,8 +289,13 @@ def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) ->
             if req.get("op") != "evaluate":
                 return
             try:
-                result = judge.evaluate(req["task_source"], req["task_hash"], req["candidate_source"],
-                                        req["candidate_hash"], EvalOptions(**req["options"]))
+                result = judge.evaluate(
+                    req["task_source"],
+                    req["task_hash"],
+                    req["candidate_source"],
+                    req["candidate_hash"],
+                    EvalOptions(**req["options"]),
+                )
                 chan.send({"op": "result", "result": result.model_dump(mode="json")})
             except TaskLoadError as exc:
                 chan.send({"op": "task_error", "error": str(exc)})

@@ -32,7 +32,8 @@ VERIFIED_CALLS = 8
 # host-bound there (the harness's Python per call, under the activity recorder): honest ones took
 # up to 0.68 ms more in one batch (a softmax on a side stream joined back by an event: 0.77 ms
 # against 0.09 ms; 0.29 ms in a quiet probe, benchmarks/probe_batch.py), which the slack absorbs.
-# Below ~1 ms a forged time is therefore left to the roofline flag. The CPU (Triton interpreter, a shared 2-core machine in CI) is noisier: an honest
+# Below ~1 ms a forged time is therefore left to the roofline flag. The CPU (Triton interpreter, a
+# shared 2-core machine in CI) is noisier: an honest
 # elementwise kernel measured 2.8x its sandbox time in a batch under a parallel test run; a forged
 # time there is ~1e-6 ms, so a wide margin still catches it.
 MARGIN = {"cuda": 2.0, "cpu": 10.0}

@@ -25,8 +25,9 @@ _PR_SET_NO_NEW_PRIVS = 38
 
 # Filesystem rights that change something (reads and execution stay unrestricted).
 FS_WRITE_FILE = 1 << 1
-_FS_WRITES_V1 = (FS_WRITE_FILE | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10)
-                 | (1 << 11) | (1 << 12))  # write, remove dir/file, make char/dir/reg/sock/fifo/block/sym
+_FS_WRITES_V1 = (
+    FS_WRITE_FILE | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
+)  # write, remove dir/file, make char/dir/reg/sock/fifo/block/sym
 _FS_REFER, _FS_TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
@@ -36,8 +37,11 @@ _PINNED: list[int] = []  # O_PATH descriptors of procfs rules (restrict)
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -66,8 +70,15 @@ class Applied:
     scoped: bool  # signals and abstract unix sockets confined to the sandbox's processes
 
 
-def restrict(write_dirs: list[str], write_files: list[str], *, fs: bool = True, tcp: bool = True,
-             scope_signal: bool = True, scope_unix: bool = True) -> Applied:
+def restrict(
+    write_dirs: list[str],
+    write_files: list[str],
+    *,
+    fs: bool = True,
+    tcp: bool = True,
+    scope_signal: bool = True,
+    scope_unix: bool = True,
+) -> Applied:
     """Confine this process (and what it starts later): writes only beneath `write_dirs`, plain
     writes to `write_files` (devices), no TCP where the ABI has it, scoped signals and abstract
     unix sockets where it has them. The keywords leave a part out. Raises OSError when the kernel
@@ -78,8 +89,9 @@ def restrict(write_dirs: list[str], write_files: list[str], *, fs: bool = True, 
     handled_fs = (_FS_WRITES_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)) if fs else 0
     tcp = tcp and abi >= 4
     scoped = ((_SCOPE_ABSTRACT_UNIX if scope_unix else 0) | (_SCOPE_SIGNAL if scope_signal else 0)) if abi >= 6 else 0
-    attr = _RulesetAttr(handled_access_fs=handled_fs,
-                        handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if tcp else 0, scoped=scoped)
+    attr = _RulesetAttr(
+        handled_access_fs=handled_fs, handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if tcp else 0, scoped=scoped
+    )
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
@@ -87,18 +99,32 @@ def restrict(write_dirs: list[str], write_files: list[str], *, fs: bool = True, 
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        rules = [] if not fs else [(d, handled_fs) for d in write_dirs] + [
-            (f, FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)) for f in write_files]
+        rules = (
+            []
+            if not fs
+            else [(d, handled_fs) for d in write_dirs]
+            + [(f, FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)) for f in write_files]
+        )
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue  # a path that does not exist needs no rule
             try:
-                rule = _PathBeneathAttr(allowed_access=access if os.path.isdir(path) else access & (
-                    FS_WRITE_FILE | _FS_TRUNCATE), parent_fd=fd)
-                if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                rule = _PathBeneathAttr(
+                    allowed_access=access if os.path.isdir(path) else access & (FS_WRITE_FILE | _FS_TRUNCATE),
+                    parent_fd=fd,
+                )
+                if (
+                    libc.syscall(
+                        _ADD_RULE,
+                        ctypes.c_int(ruleset),
+                        ctypes.c_int(_RULE_PATH_BENEATH),
+                        ctypes.byref(rule),
+                        ctypes.c_uint32(0),
+                    )
+                    < 0
+                ):
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
             finally:
                 if path.startswith("/proc/"):

@@ -41,8 +41,10 @@ def memory_limit_bytes(value: str | int) -> int:
     """A memory limit in bytes, within [MIN_MEMORY_LIMIT, MAX_MEMORY_LIMIT]; else UserError."""
     n = parse_size(value)
     if n < MIN_MEMORY_LIMIT:
-        raise UserError(f"{value!r} is below the least memory limit, {_size_text(MIN_MEMORY_LIMIT)}: the sandbox "
-                        "alone (Python and torch) takes about 0.3G, and a smaller limit blames every candidate")
+        raise UserError(
+            f"{value!r} is below the least memory limit, {_size_text(MIN_MEMORY_LIMIT)}: the sandbox "
+            "alone (Python and torch) takes about 0.3G, and a smaller limit blames every candidate"
+        )
     if n > MAX_MEMORY_LIMIT:
         raise UserError(f"{value!r} is more memory than any host has (at most {_size_text(MAX_MEMORY_LIMIT)})")
     return n
@@ -87,7 +89,7 @@ class EvalOptions(BaseModel):
             raise PydanticCustomError("memory_limit", str(exc)) from None
 
     @model_validator(mode="after")
-    def _reps(self) -> "EvalOptions":
+    def _reps(self) -> EvalOptions:
         if self.min_reps > self.max_reps:
             raise PydanticCustomError("reps", f"min_reps ({self.min_reps}) is above max_reps ({self.max_reps})")
         return self
@@ -96,7 +98,7 @@ class EvalOptions(BaseModel):
     def wants_compile_baseline(self) -> bool:
         return self.device == "cuda" if self.compile_baseline is None else self.compile_baseline
 
-    def effective_timing(self) -> "EvalOptions":
+    def effective_timing(self) -> EvalOptions:
         """On the CPU (Triton interpreter) timings are relative only: few repetitions."""
         if self.device == "cpu":
             return self.model_copy(update=dict(warmup_ms=0.0, timing_budget_ms=0.0, min_reps=3, max_reps=3))

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import TaskError, UserError
@@ -82,9 +83,14 @@ class JudgeProcess:
         env = scrubbed_env({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
         env.pop("TRITON_INTERPRET", None)  # the judge runs only PyTorch code
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python("kernelsmith.evaluate.worker",
-                                     ["--fd", str(child.fileno()), "--device", device, "--parent", str(os.getpid())],
-                                     env=env, pass_fds=[child.fileno()], stdout=log, stderr=log)
+            self.proc = spawn_python(
+                "kernelsmith.evaluate.worker",
+                ["--fd", str(child.fileno()), "--device", device, "--parent", str(os.getpid())],
+                env=env,
+                pass_fds=[child.fileno()],
+                stdout=log,
+                stderr=log,
+            )
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
@@ -139,8 +145,13 @@ class EvalPool(QueuedPool):
     # A judge may spend this long beyond the candidate's own timeout (baselines, torch.compile).
     JUDGE_GRACE = 900.0
 
-    def __init__(self, device: str = "cuda", workers: int | None = None, options: EvalOptions | None = None,
-                 gpus: list[str] | None = None):
+    def __init__(
+        self,
+        device: str = "cuda",
+        workers: int | None = None,
+        options: EvalOptions | None = None,
+        gpus: list[str] | None = None,
+    ):
         self.device = device
         self.options = (options or EvalOptions()).model_copy(update={"device": device})
         containment.check_strict(device)  # one clear line before any process starts
@@ -155,13 +166,21 @@ class EvalPool(QueuedPool):
         self._start(len(self._slots), "ks-judge")
 
     def _evaluate_call(self, task: Task, source: str, opts: EvalOptions) -> dict:
-        return {"op": "evaluate", "task_source": task.source, "task_hash": task.hash,
-                "candidate_source": source, "candidate_hash": Candidate(source).hash, "options": opts.model_dump()}
+        return {
+            "op": "evaluate",
+            "task_source": task.source,
+            "task_hash": task.hash,
+            "candidate_source": source,
+            "candidate_hash": Candidate(source).hash,
+            "options": opts.model_dump(),
+        }
 
     def _hardware_call(self) -> dict:
         return {"op": "hardware"}
 
-    def map(self, pairs: Iterable[tuple[Task, Candidate | str]], options: EvalOptions | None = None) -> list[EvalResult]:
+    def map(
+        self, pairs: Iterable[tuple[Task, Candidate | str]], options: EvalOptions | None = None
+    ) -> list[EvalResult]:
         futures = [self.submit(t, c, options) for t, c in pairs]
         return [f.result() for f in futures]
 
@@ -201,8 +220,15 @@ class EvalPool(QueuedPool):
     @staticmethod
     def _resolve(fut: Future, reply: dict | None, last_error: str, opts: EvalOptions) -> None:
         if reply is None:
-            fut.set_result(EvalResult(status=Status.runtime_error, correct=False, device=opts.device,
-                                      error=f"the evaluation worker died twice on this candidate: {last_error}"))
+            fut.set_result(
+                EvalResult(
+                    status=Status.runtime_error,
+                    correct=False,
+                    device=opts.device,
+                    infra_error=True,
+                    error=f"the evaluation worker died twice on this candidate: {last_error}",
+                )
+            )
         elif reply.get("op") == "hardware":
             fut.set_result(reply["hardware"])
         elif reply.get("op") == "result":

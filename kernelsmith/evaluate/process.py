@@ -26,14 +26,29 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def spawn_python(module: str, args: list[str], *, env: dict[str, str], pass_fds=(), cwd=None,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, wrapper: list[str] | None = None,
-                 ) -> subprocess.Popen:
+def spawn_python(
+    module: str,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    pass_fds=(),
+    cwd=None,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+    wrapper: list[str] | None = None,
+) -> subprocess.Popen:
     """Start `python -m module args` in its own session (so its whole group can be killed),
     optionally inside `wrapper` (a sandboxing command line)."""
     return subprocess.Popen(
-        [*(wrapper or []), sys.executable, "-m", module, *args], env=env, pass_fds=tuple(pass_fds), cwd=cwd,
-        stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True,
+        [*(wrapper or []), sys.executable, "-m", module, *args],
+        env=env,
+        pass_fds=tuple(pass_fds),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        close_fds=True,
     )
 
 
@@ -69,7 +84,7 @@ def _children_map() -> dict[int, list[int]]:
         except OSError:
             continue
         # pid (comm) state ppid ...; comm may hold spaces and parentheses
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     return children
 

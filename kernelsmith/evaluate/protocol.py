@@ -21,8 +21,25 @@ from multiprocessing.connection import Connection
 def _dtypes() -> dict:
     import torch
 
-    names = ["float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",
-             "int16", "int8", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"]
+    names = [
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "complex64",
+        "complex128",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "uint16",
+        "uint32",
+        "uint64",
+    ]
     return {n: getattr(torch, n) for n in names if hasattr(torch, n)}
 
 
@@ -61,9 +78,19 @@ def encode_tensor(t) -> dict:
         # a: cls, size, stride, offset, storage_cls, dtype, device, handle, size_bytes,
         #    offset_bytes, requires_grad, ref_counter_handle, ref_counter_offset, event_handle, event_sync
         return {
-            "kind": "cuda", "dtype": dtype, "shape": list(a[1]), "stride": list(a[2]), "offset": int(a[3]),
-            "device": int(a[6]), "handle": a[7], "size_bytes": int(a[8]), "offset_bytes": int(a[9]),
-            "rc_handle": a[11], "rc_offset": int(a[12]), "event_handle": a[13], "event_sync": bool(a[14]),
+            "kind": "cuda",
+            "dtype": dtype,
+            "shape": list(a[1]),
+            "stride": list(a[2]),
+            "offset": int(a[3]),
+            "device": int(a[6]),
+            "handle": a[7],
+            "size_bytes": int(a[8]),
+            "offset_bytes": int(a[9]),
+            "rc_handle": a[11],
+            "rc_offset": int(a[12]),
+            "event_handle": a[13],
+            "event_sync": bool(a[14]),
         }
     flat = t.detach().contiguous().reshape(-1)
     data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
@@ -90,10 +117,21 @@ def decode_tensor(msg: dict):
             from torch.multiprocessing.reductions import rebuild_cuda_tensor
 
             return rebuild_cuda_tensor(
-                torch.Tensor, shape, tuple(int(s) for s in msg["stride"]), int(msg["offset"]),
-                torch.storage.TypedStorage, dtype, int(msg["device"]), bytes(msg["handle"]),
-                int(msg["size_bytes"]), int(msg["offset_bytes"]), False, bytes(msg["rc_handle"]),
-                int(msg["rc_offset"]), msg["event_handle"] and bytes(msg["event_handle"]), bool(msg["event_sync"]),
+                torch.Tensor,
+                shape,
+                tuple(int(s) for s in msg["stride"]),
+                int(msg["offset"]),
+                torch.storage.TypedStorage,
+                dtype,
+                int(msg["device"]),
+                bytes(msg["handle"]),
+                int(msg["size_bytes"]),
+                int(msg["offset_bytes"]),
+                False,
+                bytes(msg["rc_handle"]),
+                int(msg["rc_offset"]),
+                msg["event_handle"] and bytes(msg["event_handle"]),
+                bool(msg["event_sync"]),
             )
     except ProtocolError:
         raise

@@ -26,8 +26,9 @@ class QueuedPool:
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
         self._abandoned = False  # close() gave up waiting: what is left fails instead of running
-        self._threads = [threading.Thread(target=self._serve_slot, args=(i,), daemon=True, name=f"{name}-{i}")
-                         for i in range(slots)]
+        self._threads = [
+            threading.Thread(target=self._serve_slot, args=(i,), daemon=True, name=f"{name}-{i}") for i in range(slots)
+        ]
         for t in self._threads:
             t.start()
 

@@ -29,7 +29,7 @@ class TimingStats(BaseModel):
     reps: int
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
+    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
         xs = sorted(samples_ms)
         n = len(xs)
         mid = n // 2
@@ -87,6 +87,9 @@ class EvalResult(BaseModel):
     compile_ms: float | None = None
     flags: list[Flag] = Field(default_factory=list)  # what the candidate did that is not allowed
     error: str | None = None
+    # The verdict is about the machine, not the candidate: its evaluation worker was lost (twice
+    # locally, `attempts` times on Ray). Never cached or reused; the error says what happened.
+    infra_error: bool = False
     flag_details: dict[Flag, str] = Field(default_factory=dict)  # flag -> what was seen
     task_notes: dict[TaskNote, str] = Field(default_factory=dict)  # facts of the task, never held against it
     torch_ops: str = "partial"  # the operator rule applied (EvalOptions.torch_ops)
@@ -128,7 +131,15 @@ class EvalResult(BaseModel):
                 data["task_notes"] = {**notes, **(data.get("task_notes") or {})}
         if isinstance(data, dict):
             data.pop("host_timing", None)
+            if "infra_error" not in data and str(data.get("error") or "").startswith("the evaluation worker"):
+                data = {**data, "infra_error": True}  # stored before the field existed
         return data
+
+    @property
+    def about_the_candidate(self) -> bool:
+        """A verdict that holds for this candidate wherever it runs again, so it may be cached and
+        reused: not a timeout (load on the machine can cause one), not an infrastructure error."""
+        return self.status is not Status.timeout and not self.infra_error
 
     @property
     def success(self) -> bool:

@@ -64,8 +64,9 @@ def count_flops(model, inputs) -> int:
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(*inputs)
-    attention = sum(n for op, n in counter.get_flop_counts().get("Global", {}).items()
-                    if "scaled_dot_product" in str(op))
+    attention = sum(
+        n for op, n in counter.get_flop_counts().get("Global", {}).items() if "scaled_dot_product" in str(op)
+    )
     return int(counter.get_total_flops() - attention // 2)
 
 

@@ -68,8 +68,9 @@ def _candidate_first(te: traceback.TracebackException, own_dir: str | None) -> N
     te.stack = traceback.StackSummary.from_list(frames[first:])
 
 
-def excerpt(exc: BaseException, limit: int = 2500, replace: dict[str, str] | None = None,
-            own_dir: str | None = None) -> str:
+def excerpt(
+    exc: BaseException, limit: int = 2500, replace: dict[str, str] | None = None, own_dir: str | None = None
+) -> str:
     """A traceback short enough to be feedback: the candidate's frames first (`own_dir`: where its
     files are; the evaluator's frames above them are left out), the last frames and the message."""
     te = traceback.TracebackException.from_exception(exc)
@@ -89,8 +90,7 @@ def excerpt(exc: BaseException, limit: int = 2500, replace: dict[str, str] | Non
     return out
 
 
-def refill_inputs(task: types.ModuleType, inputs: list, seed: int, device: str,
-                  copy=torch.Tensor.copy_) -> None:
+def refill_inputs(task: types.ModuleType, inputs: list, seed: int, device: str, copy=torch.Tensor.copy_) -> None:
     """Give `inputs` the contents `make_inputs(seed)` would have, in the same buffers."""
     for dst, src in zip(inputs, make_inputs(task, seed, device)):
         if isinstance(dst, torch.Tensor):

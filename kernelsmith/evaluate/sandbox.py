@@ -22,11 +22,15 @@ from pathlib import Path
 import torch
 import triton  # noqa: F401  (warm import; the interpreter flag is read from the environment)
 
-from kernelsmith.evaluate import timing
-from kernelsmith.evaluate import containment
+from kernelsmith.evaluate import containment, timing
 from kernelsmith.evaluate.activity import ActivityRecorder
-from kernelsmith.evaluate.checks import (checksum_weights, flatten_outputs, output_structure, plain_structure,
-                                         weighted_checksums)
+from kernelsmith.evaluate.checks import (
+    checksum_weights,
+    flatten_outputs,
+    output_structure,
+    plain_structure,
+    weighted_checksums,
+)
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
 from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
@@ -47,7 +51,10 @@ HOLD_MS = (2.0, 50.0)
 
 def classify(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
-    if module.startswith("triton.compiler") or type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure"):
+    if module.startswith("triton.compiler") or type(exc).__name__ in (
+        "CompilationError",
+        "CompileTimeAssertionFailure",
+    ):
         return "compile_error"
     return "runtime_error"
 
@@ -69,8 +76,14 @@ def encode_leaves(leaves: list) -> list:
 
 
 class Sandbox:
-    def __init__(self, chan: Channel, device: str, layers: list[str] | None = None, uid: int | None = None,
-                 contained: dict[str, str] | None = None):
+    def __init__(
+        self,
+        chan: Channel,
+        device: str,
+        layers: list[str] | None = None,
+        uid: int | None = None,
+        contained: dict[str, str] | None = None,
+    ):
         self.chan = chan
         self.device = device
         self.layers = layers or []
@@ -86,8 +99,14 @@ class Sandbox:
         it was doing when that is not plain from the traceback."""
         own = str(self.workdir) + os.sep if self.workdir else None
         text = excerpt(exc, replace={own: ""} if own else {}, own_dir=own)
-        self.chan.send({"op": "error", "stage": stage, "kind": kind or classify(exc),
-                        "error": f"{what}:\n{text}" if what else text})
+        self.chan.send(
+            {
+                "op": "error",
+                "stage": stage,
+                "kind": kind or classify(exc),
+                "error": f"{what}:\n{text}" if what else text,
+            }
+        )
 
     def warm_up(self) -> dict:
         """Before any candidate code: start CUDA and the profiler (its first use costs seconds),
@@ -122,15 +141,16 @@ class Sandbox:
             return self.fail("load", exc, "runtime_error")
         try:
             module = load_module(job["candidate_source"], self.workdir / "candidate.py", "candidate")
-            model_cls = getattr(module, "ModelNew")
+            model_cls = module.ModelNew
         except BaseException as exc:
             return self.fail("load", exc, "compile_error")
         try:
             self.model = build_model(model_cls, self.task, job["seed_init"], self.device)
             synchronize(self.device)
         except BaseException as exc:  # the candidate's code ran (its __init__): not a compile error
-            return self.fail("load", exc, "runtime_error",
-                             "building the model failed: ModelNew(*get_init_inputs()) raised")
+            return self.fail(
+                "load", exc, "runtime_error", "building the model failed: ModelNew(*get_init_inputs()) raised"
+            )
         self.chan.send({"op": "loaded"})
         while True:
             msg = self.chan.recv()
@@ -194,8 +214,15 @@ class Sandbox:
         except BaseException as exc:
             self.fail("trial", exc)
             return False
-        return self.send_outputs("outputs", leaves, inputs, structure=structure, launches=launched, threads=threads,
-                                 activity=rec.activity.to_message())
+        return self.send_outputs(
+            "outputs",
+            leaves,
+            inputs,
+            structure=structure,
+            launches=launched,
+            threads=threads,
+            activity=rec.activity.to_message(),
+        )
 
     def time(self, seed: int, opts: EvalOptions) -> bool:
         """Timed calls, each on inputs refilled in place from a fresh seed (seed + 1 + rep), so
@@ -217,8 +244,9 @@ class Sandbox:
         except BaseException as exc:
             self.fail("timing", exc)
             return False
-        return self.send_outputs("timed", leaves, [], structure=structure, stats=stats.model_dump(),
-                                 activity=rec.activity.to_message())
+        return self.send_outputs(
+            "timed", leaves, [], structure=structure, stats=stats.model_dump(), activity=rec.activity.to_message()
+        )
 
     def batch(self, calls: int) -> bool:
         """Calls timed by the judge's clock. Armed first (inputs made, activity recorder started:
@@ -268,4 +296,3 @@ def main(fd: int, device: str, layers: list[str], uid: int | None, contained: di
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-

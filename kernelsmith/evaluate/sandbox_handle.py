@@ -44,13 +44,24 @@ class SandboxHandle:
         layers = [name for name in self.plan.on if name != "bwrap"]
         args = ["--fd", str(child.fileno()), "--device", device, "--layers", ",".join(layers)]
         args += ["--uid", str(self.uid)] if self.uid is not None else []
-        wrapper = isolation.wrapper(self.workdir, device, keep_setuid=self.uid is not None,
-                                    keep_mount="procmask" in self.plan.on) \
-            if "bwrap" in self.plan.on else []
+        wrapper = (
+            isolation.wrapper(
+                self.workdir, device, keep_setuid=self.uid is not None, keep_mount="procmask" in self.plan.on
+            )
+            if "bwrap" in self.plan.on
+            else []
+        )
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python("kernelsmith.evaluate.sandbox_start", args, env=env,
-                                     pass_fds=[child.fileno()], cwd=self.workdir, stdout=log, stderr=log,
-                                     wrapper=wrapper)
+            self.proc = spawn_python(
+                "kernelsmith.evaluate.sandbox_start",
+                args,
+                env=env,
+                pass_fds=[child.fileno()],
+                cwd=self.workdir,
+                stdout=log,
+                stderr=log,
+                wrapper=wrapper,
+            )
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
@@ -109,7 +120,9 @@ class SandboxHandle:
         except (EOFError, ConnectionError):
             pass  # it died or was killed: the caller reports why
         except OSError as exc:  # "bad message length": larger than any honest message
-            raise SandboxFailure("runtime_error", f"{stage}: unreadable message from the candidate process ({exc})") from None
+            raise SandboxFailure(
+                "runtime_error", f"{stage}: unreadable message from the candidate process ({exc})"
+            ) from None
         except ProtocolError as exc:
             raise SandboxFailure("runtime_error", f"{stage}: {exc}") from None
         finally:
@@ -130,8 +143,9 @@ class SandboxHandle:
 
     def containment(self) -> containment.Plan:
         """The plan as the sandbox applied it: a layer it reported failing is off."""
-        applied = containment.Plan(device=self.plan.device, mode=self.plan.mode, off=dict(self.plan.off),
-                                   landlock_abi=self.plan.landlock_abi)
+        applied = containment.Plan(
+            device=self.plan.device, mode=self.plan.mode, off=dict(self.plan.off), landlock_abi=self.plan.landlock_abi
+        )
         outcomes = self.info.get("containment") or {}
         for name, what in self.plan.on.items():
             outcome = str(outcomes.get(name, "on" if name == "bwrap" else "not reported by the sandbox"))

@@ -19,16 +19,38 @@ import struct
 
 # Per architecture: audit arch, seccomp(2), and the calls to deny / to allow only on ourselves.
 _ARCH = {
-    "x86_64": dict(audit=0xC000003E, seccomp=317, x32_bit=0x40000000,
-                   deny={"socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-                         "pidfd_getfd": 438, "pidfd_send_signal": 424, "io_uring_setup": 425, "bpf": 321},
-                   self_only={"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-                              "rt_tgsigqueueinfo": 297}),
-    "aarch64": dict(audit=0xC00000B7, seccomp=277, x32_bit=0,
-                    deny={"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                          "pidfd_getfd": 438, "pidfd_send_signal": 424, "io_uring_setup": 425, "bpf": 280},
-                    self_only={"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-                               "rt_tgsigqueueinfo": 240}),
+    "x86_64": dict(
+        audit=0xC000003E,
+        seccomp=317,
+        x32_bit=0x40000000,
+        deny={
+            "socket": 41,
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "pidfd_getfd": 438,
+            "pidfd_send_signal": 424,
+            "io_uring_setup": 425,
+            "bpf": 321,
+        },
+        self_only={"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
+    ),
+    "aarch64": dict(
+        audit=0xC00000B7,
+        seccomp=277,
+        x32_bit=0,
+        deny={
+            "socket": 198,
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "pidfd_getfd": 438,
+            "pidfd_send_signal": 424,
+            "io_uring_setup": 425,
+            "bpf": 280,
+        },
+        self_only={"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240},
+    ),
 }
 
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
@@ -51,8 +73,12 @@ def program(self_pid: int, machine: str | None = None) -> bytes:
     only when their first argument is `self_pid`; everything else allowed."""
     arch = _ARCH[machine or platform.machine()]
     deny = _RET_ERRNO | errno.EPERM
-    out = [_insn(_LD_W_ABS, 0, 0, _OFF_ARCH), _insn(_JEQ_K, 1, 0, arch["audit"]), _insn(_RET_K, 0, 0, deny),
-           _insn(_LD_W_ABS, 0, 0, _OFF_NR)]
+    out = [
+        _insn(_LD_W_ABS, 0, 0, _OFF_ARCH),
+        _insn(_JEQ_K, 1, 0, arch["audit"]),
+        _insn(_RET_K, 0, 0, deny),
+        _insn(_LD_W_ABS, 0, 0, _OFF_NR),
+    ]
     if arch["x32_bit"]:
         out += [_insn(_JGE_K, 0, 1, arch["x32_bit"]), _insn(_RET_K, 0, 0, deny)]
     for nr in arch["deny"].values():
@@ -61,9 +87,13 @@ def program(self_pid: int, machine: str | None = None) -> bytes:
     self_only = list(arch["self_only"].values())
     for i, nr in enumerate(self_only):
         out.append(_insn(_JEQ_K, len(self_only) - i, 0, nr))
-    out += [_insn(_RET_K, 0, 0, _RET_ALLOW),
-            _insn(_LD_W_ABS, 0, 0, _OFF_ARG0), _insn(_JEQ_K, 0, 1, self_pid),
-            _insn(_RET_K, 0, 0, _RET_ALLOW), _insn(_RET_K, 0, 0, deny)]
+    out += [
+        _insn(_RET_K, 0, 0, _RET_ALLOW),
+        _insn(_LD_W_ABS, 0, 0, _OFF_ARG0),
+        _insn(_JEQ_K, 0, 1, self_pid),
+        _insn(_RET_K, 0, 0, _RET_ALLOW),
+        _insn(_RET_K, 0, 0, deny),
+    ]
     return b"".join(out)
 
 
@@ -82,7 +112,11 @@ def install() -> None:
     libc.syscall.restype = ctypes.c_long
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    rc = libc.syscall(_ARCH[platform.machine()]["seccomp"], ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
-                      ctypes.c_uint(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog))
+    rc = libc.syscall(
+        _ARCH[platform.machine()]["seccomp"],
+        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(_SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.byref(prog),
+    )
     if rc != 0:  # > 0: the id of a thread that could not be synchronised
         raise OSError(ctypes.get_errno() if rc < 0 else 0, f"seccomp(SET_MODE_FILTER, TSYNC) failed ({rc})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -59,8 +59,12 @@ def spin_cycles_per_ms(cycles: int = 2_000_000) -> float:
     return cycles / max(_elapsed(start, end), 1e-3)
 
 
-def benchmark(fn: Callable[[], object], opts: EvalOptions, flush: L2Flusher | None = None,
-              prepare: Callable[[int], None] | None = None) -> TimingStats:
+def benchmark(
+    fn: Callable[[], object],
+    opts: EvalOptions,
+    flush: L2Flusher | None = None,
+    prepare: Callable[[int], None] | None = None,
+) -> TimingStats:
     """Time `fn`; `prepare(rep)` runs before each timed repetition, outside the timed region.
 
     CUDA: each repetition is [flush, start event, fn, device-wide synchronize, end event], so work

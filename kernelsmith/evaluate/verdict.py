@@ -7,8 +7,8 @@ report, bench, the GRPO reward and the SFT/RL export all decide success with `is
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Iterable
 
 
 class Flag(str, Enum):

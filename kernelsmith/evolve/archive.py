@@ -54,7 +54,7 @@ class _Ranked:
         if len(self.keys) >= self.size and key >= self.keys[-1]:
             return
         bisect.insort(self.keys, key)
-        del self.keys[self.size:]
+        del self.keys[self.size :]
 
     def ids(self) -> list[int]:
         return [i for _, i in self.keys]
@@ -88,7 +88,7 @@ class Archive:
         so that replaying the store reproduces the same migrations."""
         if e is not None:
             self.entries[e.id] = e
-            for i in (range(len(self.islands)) if island is None else [island % len(self.islands)]):
+            for i in range(len(self.islands)) if island is None else [island % len(self.islands)]:
                 self._place(self.islands[i], e)
         if count:
             self.added += 1
@@ -148,8 +148,11 @@ class Archive:
         """Top correct programs of the island, then correct elites of other cells."""
         top = [i for i in isl.best_ok.ids() if i != parent][: self.cfg.top_inspirations]
         parent_cell = self.entries[parent].cell
-        others = [e.id for c, e in sorted(isl.grid.items())
-                  if e.ok and c != parent_cell and e.id != parent and e.id not in top]
+        others = [
+            e.id
+            for c, e in sorted(isl.grid.items())
+            if e.ok and c != parent_cell and e.id != parent and e.id not in top
+        ]
         diverse = rng.sample(others, min(self.cfg.diverse_inspirations, len(others)))
         return top, diverse
 

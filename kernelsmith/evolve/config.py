@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.backends import BackendConfig
 from kernelsmith.evaluate.options import EvalOptions, memory_limit_bytes
-from kernelsmith.serve.backends import BackendConfig
 from kernelsmith.llm.config import LLMConfig
 
 
@@ -99,10 +99,12 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def _expand(value, where: str):
     if isinstance(value, str):
+
         def sub(m: re.Match) -> str:
             if m.group(1) not in os.environ:
                 raise UserError(f"config {where}: environment variable {m.group(1)} is not set")
             return os.environ[m.group(1)]
+
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
         return {k: _expand(v, where) for k, v in value.items()}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 def _calls(tree: ast.AST, dotted: str) -> bool:
@@ -69,7 +69,9 @@ FEATURES: dict[str, Feature] = {
     # non-blank, non-comment lines
     "complexity": Feature(lambda tree, code, ev: float(_code_lines(code)), _lines_bin),
     # tensor cores through tl.dot
-    "uses_dot": Feature(lambda tree, code, ev: float(_calls(tree, "tl.dot") or _calls(tree, "language.dot")), _flag_bin),
+    "uses_dot": Feature(
+        lambda tree, code, ev: float(_calls(tree, "tl.dot") or _calls(tree, "language.dot")), _flag_bin
+    ),
     # the launch configuration is searched by triton.autotune
     "autotune": Feature(lambda tree, code, ev: float(_calls(tree, "triton.autotune")), _flag_bin),
 }

@@ -90,6 +90,7 @@ def extract_code(reply: str) -> str | None:
 
 # -- EVOLVE-BLOCK markers ----------------------------------------------------------------------
 
+
 def evolve_blocks(code: str) -> list[tuple[int, int]]:
     """0-based line numbers of each (EVOLVE-BLOCK-START, EVOLVE-BLOCK-END) marker pair;
     the evolvable text lies strictly between them. Unbalanced markers are an EditError."""
@@ -98,8 +99,10 @@ def evolve_blocks(code: str) -> list[tuple[int, int]]:
     for n, line in enumerate(_normalize(code).split("\n")):
         if _EVOLVE_START.search(line):
             if start is not None:
-                raise EditError(f"EVOLVE-BLOCK-START on line {n + 1} opens inside the block "
-                                f"begun on line {start + 1}; blocks cannot nest")
+                raise EditError(
+                    f"EVOLVE-BLOCK-START on line {n + 1} opens inside the block "
+                    f"begun on line {start + 1}; blocks cannot nest"
+                )
             start = n
         elif _EVOLVE_END.search(line):
             if start is None:
@@ -122,14 +125,18 @@ def merge_evolve_blocks(parent: str, child: str) -> str:
     child_spans = evolve_blocks(child)
     if child_spans:
         if len(child_spans) != len(parent_spans):
-            raise EditError(f"the program has {len(parent_spans)} EVOLVE-BLOCK sections but the reply "
-                            f"has {len(child_spans)}; keep every EVOLVE-BLOCK-START/END marker pair")
+            raise EditError(
+                f"the program has {len(parent_spans)} EVOLVE-BLOCK sections but the reply "
+                f"has {len(child_spans)}; keep every EVOLVE-BLOCK-START/END marker pair"
+            )
         contents = [child_lines[s + 1 : e] for s, e in child_spans]
     elif len(parent_spans) == 1:
         contents = [child_lines]
     else:
-        raise EditError(f"the program has {len(parent_spans)} EVOLVE-BLOCK sections but the reply has "
-                        "no markers; keep every EVOLVE-BLOCK-START/END marker pair")
+        raise EditError(
+            f"the program has {len(parent_spans)} EVOLVE-BLOCK sections but the reply has "
+            "no markers; keep every EVOLVE-BLOCK-START/END marker pair"
+        )
     parent_lines = parent.splitlines()
     merged: list[str] = []
     previous = 0
@@ -142,6 +149,7 @@ def merge_evolve_blocks(parent: str, child: str) -> str:
 
 # -- SEARCH/REPLACE diffs ----------------------------------------------------------------------
 
+
 def parse_diff_blocks(reply: str) -> list[tuple[str, str]]:
     """(search, replace) texts, each line ending in a newline, of the reply's SEARCH/REPLACE
     blocks in order. Text outside the blocks (prose, code fences) is ignored."""
@@ -152,8 +160,10 @@ def parse_diff_blocks(reply: str) -> list[tuple[str, str]]:
             if _DIFF_SEARCH.match(line):
                 state, search, replace = "search", [], []
         elif _DIFF_SEARCH.match(line):
-            raise EditError(f"SEARCH/REPLACE block {len(blocks) + 1} is not closed before the next "
-                            "<<<<<<< SEARCH; end each block with ======= and >>>>>>> REPLACE")
+            raise EditError(
+                f"SEARCH/REPLACE block {len(blocks) + 1} is not closed before the next "
+                "<<<<<<< SEARCH; end each block with ======= and >>>>>>> REPLACE"
+            )
         elif state == "search":
             if _DIFF_DIVIDER.match(line):
                 state = "replace"
@@ -166,8 +176,9 @@ def parse_diff_blocks(reply: str) -> list[tuple[str, str]]:
             replace.append(line)
     if state != "outside":
         missing = "=======" if state == "search" else ">>>>>>> REPLACE"
-        raise EditError(f"SEARCH/REPLACE block {len(blocks) + 1} is incomplete (no {missing} line); "
-                        "the reply may have been cut off")
+        raise EditError(
+            f"SEARCH/REPLACE block {len(blocks) + 1} is incomplete (no {missing} line); the reply may have been cut off"
+        )
     return blocks
 
 
@@ -233,7 +244,7 @@ def _reindent(line: str, shift: Shift) -> str:
     if not line.strip():
         return line
     if remove:
-        line = line[len(remove):] if line.startswith(remove) else line.lstrip(" \t")
+        line = line[len(remove) :] if line.startswith(remove) else line.lstrip(" \t")
     return add + line
 
 
@@ -251,11 +262,16 @@ def _no_match_error(number: int, search: list[str], lines: list[str]) -> EditErr
         hint = "each of its lines is in the program, but not together in this order"
     else:
         close = difflib.get_close_matches(missing, [s for s in stripped if s], n=1, cutoff=0.5)
-        where = (f"the most similar program line is line {stripped.index(close[0]) + 1}: `{_quote(close[0])}`"
-                 if close else "no program line resembles it")
+        where = (
+            f"the most similar program line is line {stripped.index(close[0]) + 1}: `{_quote(close[0])}`"
+            if close
+            else "no program line resembles it"
+        )
         hint = f"its line `{_quote(missing)}` is not in the program; {where}"
-    return EditError(f"SEARCH/REPLACE block {number} matches nothing in the program; its SEARCH "
-                     f"starts:\n{head}\n{hint}. Copy the SEARCH lines exactly from the current program.")
+    return EditError(
+        f"SEARCH/REPLACE block {number} matches nothing in the program; its SEARCH "
+        f"starts:\n{head}\n{hint}. Copy the SEARCH lines exactly from the current program."
+    )
 
 
 def apply_diff(code: str, reply: str) -> str:
@@ -268,21 +284,23 @@ def apply_diff(code: str, reply: str) -> str:
     for number, (search_text, replace_text) in enumerate(blocks, start=1):
         search = search_text.splitlines()
         if not any(s.strip() for s in search):
-            raise EditError(f"SEARCH/REPLACE block {number} has an empty SEARCH section; "
-                            "quote the lines to change")
+            raise EditError(f"SEARCH/REPLACE block {number} has an empty SEARCH section; quote the lines to change")
         found = _find(lines, search)
         if not found:
             raise _no_match_error(number, search, lines)
         if len(found) > 1:
             places = ", ".join(str(start + 1) for start, _, _ in found[:5])
-            raise EditError(f"SEARCH/REPLACE block {number} matches {len(found)} places (lines "
-                            f"{places}); include more context so that it matches one")
+            raise EditError(
+                f"SEARCH/REPLACE block {number} matches {len(found)} places (lines "
+                f"{places}); include more context so that it matches one"
+            )
         start, end, shift = found[0]
         lines[start:end] = [_reindent(r, shift) for r in replace_text.splitlines()]
     return "\n".join(lines) + ("\n" if code.endswith("\n") and lines else "")
 
 
 # -- a reply, in either mode -------------------------------------------------------------------
+
 
 def _rewrite(parent_code: str | None, reply: str) -> str:
     code = extract_code(reply)

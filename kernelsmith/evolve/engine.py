@@ -17,11 +17,10 @@ import asyncio
 import random
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.result import EvalResult
@@ -30,12 +29,12 @@ from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
+from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate
-from kernelsmith.serve.service import cacheable
 from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
@@ -67,10 +66,17 @@ def shown_status(status: str, flags) -> str:
 
 
 class Engine:
-    def __init__(self, task: Task, cfg: EvolveConfig, run_dir: str | Path, backend: EvalBackend,
-                 llm: LLMClient | None, seed_code: str | None = None,
-                 on_program: Callable[[Event], None] | None = None,
-                 on_resume: Callable[[Resumed], None] | None = None):
+    def __init__(
+        self,
+        task: Task,
+        cfg: EvolveConfig,
+        run_dir: str | Path,
+        backend: EvalBackend,
+        llm: LLMClient | None,
+        seed_code: str | None = None,
+        on_program: Callable[[Event], None] | None = None,
+        on_resume: Callable[[Resumed], None] | None = None,
+    ):
         self.task, self.cfg, self.backend, self.llm = task, cfg, backend, llm
         self.seed_code = seed_code
         # At least one proposal per evaluation worker, so that no GPU of the pool sits idle.
@@ -134,8 +140,12 @@ class Engine:
             return "translate"
         if not sel.parent_ok:
             return "repair"
-        ops = [("rewrite", w.rewrite), ("diff", w.diff), ("crossover", w.crossover if sel.inspiration_ids else 0.0),
-               ("tune", w.tune)]
+        ops = [
+            ("rewrite", w.rewrite),
+            ("diff", w.diff),
+            ("crossover", w.crossover if sel.inspiration_ids else 0.0),
+            ("tune", w.tune),
+        ]
         ops = [(o, x) for o, x in ops if x > 0] or [("rewrite", 1.0)]
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
@@ -145,7 +155,7 @@ class Engine:
         reused = EvalResult.model_validate(twin_eval) if twin_eval is not None else None
         # The same program again: a second timing would only add noise. Only a verdict about the
         # program is reused (the service's cache rule: not a timeout, not a lost worker).
-        if reused is not None and cacheable(reused):
+        if reused is not None and reused.about_the_candidate:
             program.with_verdict(reused)
             program.eval[REUSED_FROM] = twin
         else:
@@ -169,15 +179,29 @@ class Engine:
             if proposal is None:
                 continue
             code, config = proposal
-            program = Program(iteration=iteration, island=island, operator="tune", code=code, status=NO_PROGRAM,
-                              parent_id=parent.id, response=None)
+            program = Program(
+                iteration=iteration,
+                island=island,
+                operator="tune",
+                code=code,
+                status=NO_PROGRAM,
+                parent_id=parent.id,
+                response=None,
+            )
             try:
                 return await self._evaluate(program)
             finally:
                 self.tuning.release(parent.skeleton, config)
         self.stop_reason = self.stop_reason or "the tuner has nothing left to try"
-        return Program(iteration=iteration, island=island, operator="tune", code=None, status=NO_PROGRAM,
-                       parent_id=sel.parent_id, error="the tuner has no untried launch configuration left")
+        return Program(
+            iteration=iteration,
+            island=island,
+            operator="tune",
+            code=None,
+            status=NO_PROGRAM,
+            parent_id=sel.parent_id,
+            error="the tuner has no untried launch configuration left",
+        )
 
     async def _propose(self, iteration: int, island: int, rng: random.Random) -> Program:
         sel = self.archive.select(island, rng)
@@ -193,18 +217,41 @@ class Engine:
             tops = [p for p in tops if p.id != second.id]
             diverse = [p for p in diverse if p.id != second.id]
         history = self.store.recent(self.cfg.prompts.history, island) if self.cfg.prompts.history else []
-        messages = self.prompts.messages(PromptParts(
-            operator=op, task_name=self.task.name, task_code=self.task.source, hardware=self.hardware,
-            parent=parent, second=second, top=tops, inspirations=diverse, history=history))
+        messages = self.prompts.messages(
+            PromptParts(
+                operator=op,
+                task_name=self.task.name,
+                task_code=self.task.source,
+                hardware=self.hardware,
+                parent=parent,
+                second=second,
+                top=tops,
+                inspirations=diverse,
+                history=history,
+            )
+        )
         model = self.llm.pick_model(rng)
         reply = await self.llm.complete(messages, model)
-        program = Program(iteration=iteration, island=island, operator=op, code=None, status=NO_PROGRAM,
-                          parent_id=sel.parent_id, inspiration_ids=sel.inspiration_ids, model=reply.model,
-                          messages=messages, response=reply.text, prompt_tokens=reply.prompt_tokens,
-                          completion_tokens=reply.completion_tokens, cost=reply.cost, latency_s=reply.latency_s)
+        program = Program(
+            iteration=iteration,
+            island=island,
+            operator=op,
+            code=None,
+            status=NO_PROGRAM,
+            parent_id=sel.parent_id,
+            inspiration_ids=sel.inspiration_ids,
+            model=reply.model,
+            messages=messages,
+            response=reply.text,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cost=reply.cost,
+            latency_s=reply.latency_s,
+        )
         try:
-            program.code = apply_reply(parent.code if parent else None, reply.text,
-                                       "diff" if op == "diff" else "rewrite")
+            program.code = apply_reply(
+                parent.code if parent else None, reply.text, "diff" if op == "diff" else "rewrite"
+            )
         except EditError as exc:
             program.error = str(exc)
             return program
@@ -214,8 +261,9 @@ class Engine:
         rng = random.Random(f"{self.cfg.random_seed}:{iteration}")
         island = 0 if iteration == 0 else (iteration - 1) % self.cfg.archive.islands
         if iteration == 0 and self.seed_code is not None:
-            program = await self._evaluate(Program(iteration=0, island=0, operator="seed", code=self.seed_code,
-                                                   status=NO_PROGRAM))
+            program = await self._evaluate(
+                Program(iteration=0, island=0, operator="seed", code=self.seed_code, status=NO_PROGRAM)
+            )
         else:
             program = await self._propose(iteration, island, rng)
         return self._record(program)
@@ -283,8 +331,15 @@ class Engine:
             if self.llm is not None:
                 await self.llm.close()
         self.stop_reason = self.stop_reason or ("done" if not todo else "stopped")
-        return write_summary(self.run_dir, self.store, self.task, self.cfg, self.hardware, self.stop_reason,
-                             time.monotonic() - self.started)
+        return write_summary(
+            self.run_dir,
+            self.store,
+            self.task,
+            self.cfg,
+            self.hardware,
+            self.stop_reason,
+            time.monotonic() - self.started,
+        )
 
     async def _loop(self, todo: deque) -> None:
         running: set[asyncio.Task] = set()

@@ -11,10 +11,33 @@ from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.task import Task
 
-EXPORT_FIELDS = ("id", "parent_id", "inspiration_ids", "iteration", "island", "operator", "model", "status",
-                 "correct", "speedup", "speedup_vs_compile", "candidate_ms", "score", "flags", "error", "code",
-                 "messages", "response", "prompt_tokens", "completion_tokens", "cost", "latency_s", "descriptors",
-                 "config", "created_at")
+EXPORT_FIELDS = (
+    "id",
+    "parent_id",
+    "inspiration_ids",
+    "iteration",
+    "island",
+    "operator",
+    "model",
+    "status",
+    "correct",
+    "speedup",
+    "speedup_vs_compile",
+    "candidate_ms",
+    "score",
+    "flags",
+    "error",
+    "code",
+    "messages",
+    "response",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "latency_s",
+    "descriptors",
+    "config",
+    "created_at",
+)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -38,13 +61,21 @@ def write_best(run_dir: Path, best: Program, task: Task) -> Path:
 def best_record(p: Program | None) -> dict | None:
     if p is None:
         return None
-    return {"program_id": p.id, "iteration": p.iteration, "status": p.status, "speedup": p.speedup,
-            "speedup_vs_compile": p.speedup_vs_compile, "candidate_ms": p.candidate_ms, "operator": p.operator,
-            "model": p.model}
+    return {
+        "program_id": p.id,
+        "iteration": p.iteration,
+        "status": p.status,
+        "speedup": p.speedup,
+        "speedup_vs_compile": p.speedup_vs_compile,
+        "candidate_ms": p.candidate_ms,
+        "operator": p.operator,
+        "model": p.model,
+    }
 
 
-def write_summary(run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig, hardware: dict,
-                  stop_reason: str, elapsed_s: float) -> dict:
+def write_summary(
+    run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig, hardware: dict, stop_reason: str, elapsed_s: float
+) -> dict:
     iterations = store.iterations()
     best = store.best()
     start = store.at_iteration(0)

@@ -94,7 +94,7 @@ class Program:
         """Correct with no flag: the only kind of program the search counts as a success."""
         return is_success(self.status, self.flags)
 
-    def with_verdict(self, result: EvalResult) -> "Program":
+    def with_verdict(self, result: EvalResult) -> Program:
         self.status = result.status.value
         self.correct = result.correct
         self.speedup = result.speedup

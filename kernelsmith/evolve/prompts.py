@@ -21,10 +21,14 @@ OPERATORS = ("translate", "rewrite", "diff", "crossover", "repair")
 
 def hardware_text(hw: dict) -> str:
     if hw.get("device") != "cuda":
-        return (f"{hw.get('name', 'CPU')} running the Triton interpreter: it checks correctness; its timings say "
-                "little about GPU speed, so favour kernels that are sound on a GPU.")
-    parts = [f"{hw['name']} (compute capability {hw.get('capability', '?')}): {hw.get('sm_count', '?')} SMs, "
-             f"{hw.get('memory_gb', '?')} GB memory"]
+        return (
+            f"{hw.get('name', 'CPU')} running the Triton interpreter: it checks correctness; its timings say "
+            "little about GPU speed, so favour kernels that are sound on a GPU."
+        )
+    parts = [
+        f"{hw['name']} (compute capability {hw.get('capability', '?')}): {hw.get('sm_count', '?')} SMs, "
+        f"{hw.get('memory_gb', '?')} GB memory"
+    ]
     if hw.get("bandwidth_gbps"):
         parts.append(f"measured copy bandwidth {hw['bandwidth_gbps']} GB/s")
     if hw.get("bf16_tflops"):
@@ -102,8 +106,9 @@ class PromptBuilder:
         return "".join("\n" + x for x in parts)
 
     def program(self, title: str, p: Program) -> str:
-        return self.render("program", title=title, metrics=metrics_line(p), feedback=self.feedback(p),
-                           code=(p.code or "").rstrip("\n"))
+        return self.render(
+            "program", title=title, metrics=metrics_line(p), feedback=self.feedback(p), code=(p.code or "").rstrip("\n")
+        )
 
     def history_line(self, p: Program) -> str:
         origin = p.operator + (f" of #{p.parent_id}" if p.parent_id is not None else "")
@@ -122,8 +127,10 @@ class PromptBuilder:
         if parts.top:
             out.append("# Best programs so far\n" + "\n".join(self.program(f"program #{p.id}", p) for p in parts.top))
         if parts.inspirations:
-            out.append("# Different approaches that also work\n"
-                       + "\n".join(self.program(f"program #{p.id}", p) for p in parts.inspirations))
+            out.append(
+                "# Different approaches that also work\n"
+                + "\n".join(self.program(f"program #{p.id}", p) for p in parts.inspirations)
+            )
         if parts.history:
             out.append("# Recent attempts (newest first)\n" + "\n".join(self.history_line(p) for p in parts.history))
         return "".join("\n" + s for s in out) + ("\n" if out else "")
@@ -133,7 +140,12 @@ class PromptBuilder:
             raise ValueError(f"unknown operator {parts.operator}")
         answer = self.render("format_diff" if parts.operator == "diff" else "format_rewrite")
         system = self.render("system", answer_format=answer)
-        user = self.render("user", task_name=parts.task_name, task_code=parts.task_code.rstrip("\n"),
-                           hardware=hardware_text(parts.hardware), sections=self.sections(parts),
-                           instruction=self.render(f"op_{parts.operator}").rstrip("\n"))
+        user = self.render(
+            "user",
+            task_name=parts.task_name,
+            task_code=parts.task_code.rstrip("\n"),
+            hardware=hardware_text(parts.hardware),
+            sections=self.sections(parts),
+            instruction=self.render(f"op_{parts.operator}").rstrip("\n"),
+        )
         return [{"role": "system", "content": system.rstrip("\n")}, {"role": "user", "content": user.rstrip("\n")}]

@@ -6,17 +6,17 @@ import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.backends import open_backend
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress
-from kernelsmith.serve.backends import open_backend
 from kernelsmith.task import Task
 
 
@@ -30,13 +30,23 @@ def progress_line(e: Event) -> str:
     verdict = p.status + (f" {p.speedup:.3g}x" if p.status == "correct" and p.speedup is not None else "")
     if p.flags:
         verdict += f" [{', '.join(p.flags)}]"
-    best = f"best {e.best.speedup:.3g}x (#{e.best.id})" if e.best and e.best.speedup is not None else "no correct program yet"
+    best = (
+        f"best {e.best.speedup:.3g}x (#{e.best.id})"
+        if e.best and e.best.speedup is not None
+        else "no correct program yet"
+    )
     mark = " [bold green]new best[/]" if e.improved else ""
-    return f"[{e.done:>3}/{e.total}] #{p.id} iteration {p.iteration} island {p.island} {origin}: {verdict}; {best}{mark}"
+    return (
+        f"[{e.done:>3}/{e.total}] #{p.id} iteration {p.iteration} island {p.island} {origin}: {verdict}; {best}{mark}"
+    )
 
 
 def resume_line(r: Resumed) -> str:
-    best = f"best {r.best.speedup:.3g}x (#{r.best.id})" if r.best and r.best.speedup is not None else "no correct program yet"
+    best = (
+        f"best {r.best.speedup:.3g}x (#{r.best.id})"
+        if r.best and r.best.speedup is not None
+        else "no correct program yet"
+    )
     return f"resuming: {r.done}/{r.total} iterations stored, {r.counts.get('correct', 0)} correct programs; {best}"
 
 
@@ -45,22 +55,6 @@ def _drop_key_from_environment(cfg: EvolveConfig) -> None:
     names = {cfg.llm.api_key_env} | {m.api_key_env for m in cfg.llm.models if m.api_key_env}
     for name in names:
         os.environ.pop(name, None)
-
-
-def load_task(path: Path, small: bool = False) -> Task:
-    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them)."""
-    task = Task.from_file(path)
-    if not small:
-        return task
-    from kernelsmith.suite.scale import shrink
-
-    try:
-        source = shrink(task.source)
-    except ValueError as exc:
-        raise UserError(f"{path}: cannot shrink it: {exc}") from None
-    if source == task.source:
-        raise UserError(f"{path} declares no CPU_SIZES, so --small cannot shrink it")
-    return Task.from_source(source, name=task.name, path=str(path))
 
 
 MUTATORS = {
@@ -84,28 +78,32 @@ def best_text(e: Event | Resumed) -> str | None:
     return f"{e.best.speedup:.3g}x vs eager{compiled} (program #{e.best.id}, iteration {e.best.iteration})"
 
 
-def _outputs_on_interrupt(engine: Engine, task: Task, cfg: EvolveConfig, say: Callable[[str], None]) -> None:
-    """summary.json and report.html of what is stored when Ctrl-C stops a run, as at its end."""
-    from kernelsmith.report import write_run_report
+ReportWriter = Callable[[Path], Path]  # run directory -> the report it wrote (the CLI passes report's writer)
 
+
+def _outputs_on_interrupt(
+    engine: Engine, task: Task, cfg: EvolveConfig, say: Callable[[str], None], write_report: ReportWriter | None
+) -> None:
+    """summary.json and the report of what is stored when Ctrl-C stops a run, as at its end."""
     try:
         if engine.store.get_meta("task_hash") != task.hash:
             return  # stopped before the run directory was claimed: it may hold another task's run
         hardware = engine.hardware or engine.store.get_meta("hardware") or {}
-        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted",
-                      time.monotonic() - engine.started)
-        report = write_run_report(engine.run_dir)
+        write_summary(
+            engine.run_dir, engine.store, task, cfg, hardware, "interrupted", time.monotonic() - engine.started
+        )
+        report = write_report(engine.run_dir) if write_report else None
     except (OSError, UserError, sqlite3.DatabaseError) as exc:  # the interrupt, not this, is what the user sees
         say(f"interrupted; could not write the run's summary and report: {exc}")
         return
-    say(f"interrupted; summary: {engine.run_dir / 'summary.json'}; report: {report}")
+    say(f"interrupted; summary: {engine.run_dir / 'summary.json'}" + (f"; report: {report}" if report else ""))
 
 
 def check_resume(task: Task, run_dir: Path) -> None:
     """A run directory holding this task at the other size (--small or not) is an error that says
     so, before anything starts; any other task there is left to the engine's own check."""
     from kernelsmith.evolve.store import STORE_NAME, RunStore
-    from kernelsmith.suite.scale import shrink
+    from kernelsmith.task_sizes import shrink
 
     if not (Path(run_dir) / STORE_NAME).is_file():
         return
@@ -124,17 +122,31 @@ def check_resume(task: Task, run_dir: Path) -> None:
     except ValueError:
         return
     if now_small:
-        raise UserError(f"{run_dir} holds a run of this task at full size: run without --small to resume it, "
-                        "or choose another --run-dir")
+        raise UserError(
+            f"{run_dir} holds a run of this task at full size: run without --small to resume it, "
+            "or choose another --run-dir"
+        )
     if was_small:
-        raise UserError(f"{run_dir} holds a run of this task cut to its CPU_SIZES (--small): add --small to "
-                        "resume it, or choose another --run-dir")
+        raise UserError(
+            f"{run_dir} holds a run of this task cut to its CPU_SIZES (--small): add --small to "
+            "resume it, or choose another --run-dir"
+        )
 
 
-def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Path, say: Callable[[str], None],
-               backend: EvalBackend | None = None, view: LiveProgress | None = None) -> dict:
+def run_evolve(
+    task: Task,
+    seed_code: str | None,
+    cfg: EvolveConfig,
+    run_dir: Path,
+    say: Callable[[str], None],
+    backend: EvalBackend | None = None,
+    view: LiveProgress | None = None,
+    write_report: ReportWriter | None = None,
+) -> dict:
     """One search, start to end (or resumed); returns summary.json's content. `view`, when
-    given, shows a live bar with ETA, the best so far and counts per status."""
+    given, shows a live bar with ETA, the best so far and counts per status; `write_report`
+    (the caller's: the search knows nothing of reports) writes the run's report at the end, and
+    on Ctrl-C after summary.json."""
     check_resume(task, run_dir)
     llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
     _drop_key_from_environment(cfg)
@@ -159,23 +171,23 @@ def run_evolve(task: Task, seed_code: str | None, cfg: EvolveConfig, run_dir: Pa
         say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
         summary = asyncio.run(engine.run())
     except KeyboardInterrupt:
-        _outputs_on_interrupt(engine, task, cfg, say)
+        _outputs_on_interrupt(engine, task, cfg, say, write_report)
         raise
     finally:
         engine.store.close()
         if own_pool:
             backend.close()
-    from kernelsmith.report import write_run_report
-
-    report = write_run_report(Path(run_dir))
+    report = write_report(Path(run_dir)) if write_report else None
     best = summary["best"]
-    say(f"stopped: {summary['stop_reason']}; {summary['iterations_done']} iterations, "
+    say(
+        f"stopped: {summary['stop_reason']}; {summary['iterations_done']} iterations, "
         f"{summary['programs']} programs, {summary['prompt_tokens'] + summary['completion_tokens']} tokens, "
-        f"${summary['cost']:.4f}")
+        f"${summary['cost']:.4f}"
+    )
     if best:
         speed = f"{best['speedup']:.3g}x vs eager" if best["speedup"] is not None else "correct"
         say(f"best: program {best['program_id']} ({speed}) -> {Path(run_dir) / 'best.py'}")
     else:
         say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")
-    say(f"summary: {Path(run_dir) / 'summary.json'}; report: {report}")
+    say(f"summary: {Path(run_dir) / 'summary.json'}" + (f"; report: {report}" if report else ""))
     return summary

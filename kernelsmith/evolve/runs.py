@@ -35,10 +35,16 @@ def _read(path: Path) -> RunInfo:
     finally:
         store.close()
     fmt = "%Y-%m-%d %H:%M"
-    return RunInfo(run_dir=str(path.parent), task=task, iterations_done=done, programs=programs,
-                   best_speedup=best.speedup if best else None, best_program=best.id if best else None,
-                   created=time.strftime(fmt, time.localtime(created)) if created else None,
-                   updated=time.strftime(fmt, time.localtime(path.stat().st_mtime)))
+    return RunInfo(
+        run_dir=str(path.parent),
+        task=task,
+        iterations_done=done,
+        programs=programs,
+        best_speedup=best.speedup if best else None,
+        best_program=best.id if best else None,
+        created=time.strftime(fmt, time.localtime(created)) if created else None,
+        updated=time.strftime(fmt, time.localtime(path.stat().st_mtime)),
+    )
 
 
 def find_runs(root: Path, max_depth: int = 4, skipped: list[tuple[str, str]] | None = None) -> list[RunInfo]:

@@ -54,11 +54,35 @@ CREATE INDEX IF NOT EXISTS programs_island ON programs(island, id);
 """
 
 _JSON_COLS = ("inspiration_ids", "messages", "flags", "descriptors", "config", "eval")
-_COLS = ("iteration", "island", "operator", "parent_id", "inspiration_ids", "model", "messages", "response",
-         "prompt_tokens", "completion_tokens", "cost", "latency_s", "code", "code_hash", "status", "correct",
-         "speedup", "speedup_vs_compile", "candidate_ms", "flags", "error", "descriptors", "skeleton", "config", "eval",
-         "score",
-         "created_at")
+_COLS = (
+    "iteration",
+    "island",
+    "operator",
+    "parent_id",
+    "inspiration_ids",
+    "model",
+    "messages",
+    "response",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "latency_s",
+    "code",
+    "code_hash",
+    "status",
+    "correct",
+    "speedup",
+    "speedup_vs_compile",
+    "candidate_ms",
+    "flags",
+    "error",
+    "descriptors",
+    "skeleton",
+    "config",
+    "eval",
+    "score",
+    "created_at",
+)
 
 
 class RunStore:
@@ -80,7 +104,7 @@ class RunStore:
             raise UserError(f"cannot create the run directory {self.run_dir}: {exc.strerror}") from None
 
     @classmethod
-    def open_readonly(cls, run_dir: str | Path) -> "RunStore":
+    def open_readonly(cls, run_dir: str | Path) -> RunStore:
         """The store of an existing run, on a read-only connection: reports and data exports can
         read a run that is still going, or a copy on a read-only disk, and never change it.
 
@@ -118,8 +142,10 @@ class RunStore:
         return {key: json.loads(value) for key, value in self.db.execute("SELECT key, value FROM meta")}
 
     def set_meta(self, key: str, value) -> None:
-        self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                        (key, json.dumps(value)))
+        self.db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(value)),
+        )
 
     # ---- programs
     def add(self, program: Program) -> Program:
@@ -189,10 +215,24 @@ class RunStore:
     def archive_rows(self) -> list[tuple]:
         """(id, iteration, island, status, flags, score, descriptors, code is not null, skeleton,
         config) in id order: what the archive and the tuner need, without the heavy columns."""
-        return [(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], json.loads(r[6]), bool(r[7]), r[8],
-                 json.loads(r[9]) if r[9] else None)
-                for r in self.db.execute("SELECT id, iteration, island, status, flags, score, descriptors, "
-                                         "code IS NOT NULL, skeleton, config FROM programs ORDER BY id")]
+        return [
+            (
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                json.loads(r[4]),
+                r[5],
+                json.loads(r[6]),
+                bool(r[7]),
+                r[8],
+                json.loads(r[9]) if r[9] else None,
+            )
+            for r in self.db.execute(
+                "SELECT id, iteration, island, status, flags, score, descriptors, "
+                "code IS NOT NULL, skeleton, config FROM programs ORDER BY id"
+            )
+        ]
 
     def iterations(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT iteration FROM programs")}
@@ -204,8 +244,10 @@ class RunStore:
         return dict(self.db.execute("SELECT status, COUNT(*) FROM programs GROUP BY status ORDER BY status"))
 
     def totals(self) -> dict:
-        p, c, cost = self.db.execute("SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
-                                     "COALESCE(SUM(cost), 0) FROM programs").fetchone()
+        p, c, cost = self.db.execute(
+            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+            "COALESCE(SUM(cost), 0) FROM programs"
+        ).fetchone()
         return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
 
     def best(self) -> Program | None:

@@ -98,8 +98,11 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
                 preset |= {s.evaluated_value for s in m.findall(dec, m.SimpleString())}
         if not jit:
             continue
-        constexprs = frozenset(p.name.value for p in _params_of(fn) if p.annotation is not None
-                               and _dotted(p.annotation.annotation).endswith("constexpr"))
+        constexprs = frozenset(
+            p.name.value
+            for p in _params_of(fn)
+            if p.annotation is not None and _dotted(p.annotation.annotation).endswith("constexpr")
+        )
         calls = [c.func for c in m.findall(fn.body, m.Call())]
         dot = any(_dotted(f).rsplit(".", 1)[-1] == "dot" for f in calls)
         callees = {f.value for f in calls if isinstance(f, cst.Name)}
@@ -142,8 +145,11 @@ class _Bindings(cst.CSTVisitor):
             self.found[target.value].append(value if isinstance(value, cst.Integer) else None)
         elif isinstance(target, (cst.Tuple, cst.List)):  # `BLOCK_M, BLOCK_N = 64, 32`
             values = None
-            if (isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements)
-                    and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements))):
+            if (
+                isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == len(target.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements))
+            ):
                 values = [e.value for e in value.elements]
             for i, element in enumerate(target.elements):
                 self.bind(element.value, values[i] if values else None)
@@ -219,8 +225,11 @@ def _analyze(code: str) -> _Analysis:
         label = kname if site_count[kname] == 1 else f"{kname}#{site_count[kname]}"
         bindings = bindings_of.setdefault(id(scope), _scope_bindings(scope))
         grid = [n for element in call.func.slice for n in m.findall(element, m.Integer())]
-        literals = [a.value for a in call.args if a.keyword is not None and isinstance(a.value, cst.Integer)
-                    and a.keyword.value in kernel.constexprs]
+        literals = [
+            a.value
+            for a in call.args
+            if a.keyword is not None and isinstance(a.value, cst.Integer) and a.keyword.value in kernel.constexprs
+        ]
         tiles, literal_keys = [], []
         for arg in call.args:
             kw = arg.keyword.value if arg.keyword is not None else None
@@ -318,10 +327,9 @@ Config = dict[str, int]
 def _legal(config: Config, an: _Analysis) -> bool:
     """Within the tl.dot shared-memory bound, and no literal keyword taking a value that would
     change which grid literals pair with it."""
-    return (all(sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND
-                for g in an.dot_groups)
-            and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others}
-                    for k, others in an.distinct))
+    return all(
+        sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
+    ) and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
 
 
 def _step(config: Config | None, p: Param, d: int) -> Config | None:
@@ -332,8 +340,9 @@ def _step(config: Config | None, p: Param, d: int) -> Config | None:
     return {**config, p.key: p.choices[i]} if 0 <= i < len(p.choices) else None
 
 
-def propose(code: str, measured: dict[frozenset, float], rng: random.Random,
-            pending: frozenset | set = frozenset()) -> tuple[str, Config] | None:
+def propose(
+    code: str, measured: dict[frozenset, float], rng: random.Random, pending: frozenset | set = frozenset()
+) -> tuple[str, Config] | None:
     """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
     following improvements (pending configs have no score yet, so they steer nothing).
 
@@ -362,15 +371,23 @@ def propose(code: str, measured: dict[frozenset, float], rng: random.Random,
     for cfg in map(dict, measured):
         for p in an.params:
             varied[p.key] += p.key in cfg and cfg[p.key] != current[p.key]
-    continuing = [(-abs(gain[p.key, d]), _step(current, p, -d) if gain[p.key, d] < 0
-                   else _step(_step(current, p, d), p, d)) for p, d in moves if gain[p.key, d]]
+    continuing = [
+        (-abs(gain[p.key, d]), _step(current, p, -d) if gain[p.key, d] < 0 else _step(_step(current, p, d), p, d))
+        for p, d in moves
+        if gain[p.key, d]
+    ]
     neighbours = [(varied[p.key], _step(current, p, d)) for p, d in moves]
-    two_steps = [(-(gain[p.key, dp] + gain[q.key, dq]), _step(_step(current, p, dp), q, dq))
-                 for (p, dp), (q, dq) in itertools.combinations_with_replacement(moves, 2)
-                 if p is not q or dp == dq]  # not there and back again
+    two_steps = [
+        (-(gain[p.key, dp] + gain[q.key, dq]), _step(_step(current, p, dp), q, dq))
+        for (p, dp), (q, dq) in itertools.combinations_with_replacement(moves, 2)
+        if p is not q or dp == dq
+    ]  # not there and back again
     for stage in (continuing, neighbours, two_steps):
-        ranked = [(rank, rng.random(), i, cfg) for i, (rank, cfg) in enumerate(stage)
-                  if cfg is not None and frozenset(cfg.items()) not in tried and _legal(cfg, an)]
+        ranked = [
+            (rank, rng.random(), i, cfg)
+            for i, (rank, cfg) in enumerate(stage)
+            if cfg is not None and frozenset(cfg.items()) not in tried and _legal(cfg, an)
+        ]
         if ranked:
             pick = min(ranked, key=lambda r: r[:3])[3]
             return apply_config(code, pick), pick
@@ -385,8 +402,11 @@ def _random(an: _Analysis, tried: set[frozenset], rng: random.Random) -> Config 
     for p in an.params:
         size *= len(p.choices)
     if size <= ENUMERATE_LIMIT:
-        options = [c for values in itertools.product(*(p.choices for p in an.params))
-                   if frozenset((c := dict(zip(keys, values))).items()) not in tried and _legal(c, an)]
+        options = [
+            c
+            for values in itertools.product(*(p.choices for p in an.params))
+            if frozenset((c := dict(zip(keys, values))).items()) not in tried and _legal(c, an)
+        ]
         return rng.choice(options) if options else None
     for _ in range(SAMPLE_TRIES):  # a space this large is practically never exhausted
         c = {p.key: rng.choice(p.choices) for p in an.params}

@@ -45,8 +45,9 @@ class TuningMemory:
         """A new variant of the parent's launch parameters, reserved until it is recorded."""
         if parent.skeleton is None or not parent.code:
             return None
-        proposal = tuner.propose(parent.code, self.measured.get(parent.skeleton, {}), rng,
-                                 pending=self.pending.get(parent.skeleton, set()))
+        proposal = tuner.propose(
+            parent.code, self.measured.get(parent.skeleton, {}), rng, pending=self.pending.get(parent.skeleton, set())
+        )
         if proposal is not None:
             self.pending.setdefault(parent.skeleton, set()).add(frozenset(proposal[1].items()))
         return proposal

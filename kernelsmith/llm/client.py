@@ -13,9 +13,9 @@ import email.utils
 import os
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -222,9 +222,7 @@ class LLMClient:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status in (401, 403):
-                    raise LLMAuthError(
-                        f"the LLM endpoint at {url} refused the API key (HTTP {status})"
-                    ) from None
+                    raise LLMAuthError(f"the LLM endpoint at {url} refused the API key (HTTP {status})") from None
                 if status not in (408, 429) and status < 500:  # 408 is a server-side timeout
                     raise LLMRequestError(
                         f"the LLM endpoint at {url} rejected the request for model "
@@ -244,15 +242,11 @@ class LLMClient:
             await self._sleep(wait if wait is not None else self._backoff(attempts - 1))
 
         # A URL that is not a chat endpoint (an HTML page, a proxy) can still answer 200.
-        if not isinstance(response, ChatCompletion) or not isinstance(
-            getattr(response, "choices", None), list
-        ):
+        if not isinstance(response, ChatCompletion) or not isinstance(getattr(response, "choices", None), list):
             raise _not_a_completion(url, spec, response)
         return self._completion(spec, response, latency, attempts)
 
-    def _completion(
-        self, spec: ModelSpec, response: ChatCompletion, latency: float, attempts: int
-    ) -> Completion:
+    def _completion(self, spec: ModelSpec, response: ChatCompletion, latency: float, attempts: int) -> Completion:
         """Turn an openai ChatCompletion into our record and add it to the usage totals.
 
         Servers differ in what they leave out: no usage counts as 0 tokens, no content as "".
@@ -296,9 +290,7 @@ class LLMClient:
                         f"the LLM endpoint at {url} refused the API key (HTTP {exc.status_code})"
                     ) from None
                 if exc.status_code >= 500:
-                    raise LLMUnavailable(
-                        f"the LLM endpoint at {url} is failing ({_status_detail(exc)})"
-                    ) from None
+                    raise LLMUnavailable(f"the LLM endpoint at {url} is failing ({_status_detail(exc)})") from None
             except openai.APIConnectionError as exc:
                 raise LLMUnavailable(
                     f"cannot reach the LLM endpoint at {url}: {_connection_detail(exc, timeout)}"
@@ -309,7 +301,7 @@ class LLMClient:
         for client in self._clients.values():
             await client.close()
 
-    async def __aenter__(self) -> "LLMClient":
+    async def __aenter__(self) -> LLMClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

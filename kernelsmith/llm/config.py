@@ -37,9 +37,7 @@ class LLMConfig(BaseModel):
 
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_env: str = "OPENAI_API_KEY"
-    api_key_file: str | None = Field(
-        None, description="file whose stripped content is the key; wins over the env var"
-    )
+    api_key_file: str | None = Field(None, description="file whose stripped content is the key; wins over the env var")
     models: list[ModelSpec] = Field(default_factory=_default_models, min_length=1)
     temperature: float = Field(0.6, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)

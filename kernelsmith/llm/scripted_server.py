@@ -21,13 +21,23 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 
 STEP_KEYS = frozenset(
-    {"reply", "status", "retry_after", "body", "delay", "drop", "prompt_tokens",
-     "completion_tokens", "finish_reason", "usage"}
+    {
+        "reply",
+        "status",
+        "retry_after",
+        "body",
+        "delay",
+        "drop",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "usage",
+    }
 )
 _ERROR_KINDS = {
     400: ("invalid_request_error", "bad_request"),
@@ -68,12 +78,14 @@ def chat_completion(request: dict, step: dict, number: int) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "scripted"),
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": reply},
-            "finish_reason": step.get("finish_reason", "stop"),
-            "logprobs": None,
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "finish_reason": step.get("finish_reason", "stop"),
+                "logprobs": None,
+            }
+        ],
     }
     if step.get("usage", True):
         p = step.get("prompt_tokens", prompt)
@@ -96,7 +108,7 @@ def error_body(status: int, message: str | None = None) -> dict:
 class _Handler(BaseHTTPRequestHandler):
     """One HTTP/1.0 exchange (one request per connection, so a drop affects only itself)."""
 
-    scripted: "ScriptedServer"  # set on the per-server subclass
+    scripted: ScriptedServer  # set on the per-server subclass
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - base signature
         pass  # tests and demos want a quiet server
@@ -217,7 +229,7 @@ class ScriptedServer:
         with self._lock:
             return self._steps.popleft() if self._steps else self._default
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         handler = type("ScriptedHandler", (_Handler,), {"scripted": self})
         httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler, bind_and_activate=False)
         httpd.daemon_threads = True
@@ -230,9 +242,7 @@ class ScriptedServer:
             raise
         self._httpd = httpd
         self._url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.05,), name="scripted-llm", daemon=True
-        )
+        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="scripted-llm", daemon=True)
         self._thread.start()
         return self
 
@@ -243,7 +253,7 @@ class ScriptedServer:
             self._thread.join()
             self._httpd = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

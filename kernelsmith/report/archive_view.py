@@ -24,8 +24,9 @@ def replay(programs: list[Program], cfg: ArchiveConfig) -> Archive:
     """The archive after admitting `programs` (in stored order) exactly as the engine does."""
     archive = Archive(cfg)
     for p in sorted(programs, key=lambda p: p.id):
-        archive.admit(archive.entry(p.id, p.score, p.ok, p.descriptors) if p.code is not None else None,
-                      p.iteration, p.island)
+        archive.admit(
+            archive.entry(p.id, p.score, p.ok, p.descriptors) if p.code is not None else None, p.iteration, p.island
+        )
     return archive
 
 
@@ -51,7 +52,7 @@ def bin_labels(feature: str, bins: int) -> list[str | None]:
         if start is None or binner(float(start), bins) != b:
             labels.append(None)
             continue
-        end = next((s - 1 for s in starts[b + 1:] if s is not None), None)
+        end = next((s - 1 for s in starts[b + 1 :] if s is not None), None)
         labels.append(f">={start}" if end is None else str(start) if end == start else f"{start}-{end}")
     return labels
 

@@ -27,8 +27,12 @@ REPLY_CHARS = 4000  # of the raw LLM reply, in the detail panel
 
 # The colour class of a status (the page's stylesheet maps each to a colour).
 _KINDS = {
-    Status.correct.value: "correct", Status.incorrect.value: "incorrect", Status.compile_error.value: "compile",
-    Status.runtime_error.value: "runtime", Status.timeout.value: "runtime", Status.rejected.value: "none",
+    Status.correct.value: "correct",
+    Status.incorrect.value: "incorrect",
+    Status.compile_error.value: "compile",
+    Status.runtime_error.value: "runtime",
+    Status.timeout.value: "runtime",
+    Status.rejected.value: "none",
     NO_PROGRAM: "none",
 }
 
@@ -160,10 +164,16 @@ def _diffs(best: Program | None, by_id: dict[int, Program], programs: list[Progr
 
 def _config_view(cfg: EvolveConfig) -> dict:
     return {
-        "iterations": cfg.iterations, "max_in_flight": cfg.max_in_flight, "random_seed": cfg.random_seed,
-        "early_stop": cfg.early_stop, "max_cost": cfg.max_cost, "max_tokens": cfg.max_tokens,
-        "time_limit": cfg.time_limit, "device": cfg.evaluation.device,
-        "models": [m.name for m in cfg.llm.models], "operators": cfg.operators.model_dump(),
+        "iterations": cfg.iterations,
+        "max_in_flight": cfg.max_in_flight,
+        "random_seed": cfg.random_seed,
+        "early_stop": cfg.early_stop,
+        "max_cost": cfg.max_cost,
+        "max_tokens": cfg.max_tokens,
+        "time_limit": cfg.time_limit,
+        "device": cfg.evaluation.device,
+        "models": [m.name for m in cfg.llm.models],
+        "operators": cfg.operators.model_dump(),
         "archive": cfg.archive.model_dump(),
     }
 
@@ -171,12 +181,31 @@ def _config_view(cfg: EvolveConfig) -> dict:
 def _row(p: Program, depth: int) -> ProgramRow:
     first_line = (p.error or "").strip().splitlines()[0] if (p.error or "").strip() else ""
     return ProgramRow(
-        id=p.id, iteration=p.iteration, island=p.island, operator=p.operator, parent_id=p.parent_id,
-        inspiration_ids=list(p.inspiration_ids), model=p.model, status=p.status, kind=kind_of(p), depth=depth,
-        speedup=p.speedup, speedup_vs_compile=p.speedup_vs_compile, candidate_ms=p.candidate_ms, score=p.score,
-        flags=list(p.flags), error=_clip(p.error, ERROR_CHARS), error_line=_clip(first_line, ERROR_LINE_CHARS) or "",
-        prompt_tokens=p.prompt_tokens, completion_tokens=p.completion_tokens, cost=p.cost, latency_s=p.latency_s,
-        descriptors=dict(p.descriptors), code=p.code, response=_clip(p.response, REPLY_CHARS))
+        id=p.id,
+        iteration=p.iteration,
+        island=p.island,
+        operator=p.operator,
+        parent_id=p.parent_id,
+        inspiration_ids=list(p.inspiration_ids),
+        model=p.model,
+        status=p.status,
+        kind=kind_of(p),
+        depth=depth,
+        speedup=p.speedup,
+        speedup_vs_compile=p.speedup_vs_compile,
+        candidate_ms=p.candidate_ms,
+        score=p.score,
+        flags=list(p.flags),
+        error=_clip(p.error, ERROR_CHARS),
+        error_line=_clip(first_line, ERROR_LINE_CHARS) or "",
+        prompt_tokens=p.prompt_tokens,
+        completion_tokens=p.completion_tokens,
+        cost=p.cost,
+        latency_s=p.latency_s,
+        descriptors=dict(p.descriptors),
+        code=p.code,
+        response=_clip(p.response, REPLY_CHARS),
+    )
 
 
 def _summary(run_dir: Path) -> dict | None:
@@ -202,7 +231,9 @@ def load_run(run_dir: str | Path) -> RunData:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
-            config_error = f"the stored config does not validate ({where}: {first['msg']}), so the archive cannot be rebuilt"
+            config_error = (
+                f"the stored config does not validate ({where}: {first['msg']}), so the archive cannot be rebuilt"
+            )
         else:
             config, view = _config_view(cfg), archive_view(programs, cfg.archive)
     best = best_of(programs)
@@ -211,12 +242,23 @@ def load_run(run_dir: str | Path) -> RunData:
     counts: dict[str, int] = {}
     for p in programs:
         counts[p.status] = counts.get(p.status, 0) + 1
-    totals = {"prompt_tokens": sum(p.prompt_tokens for p in programs),
-              "completion_tokens": sum(p.completion_tokens for p in programs),
-              "cost": sum(p.cost for p in programs)}
+    totals = {
+        "prompt_tokens": sum(p.prompt_tokens for p in programs),
+        "completion_tokens": sum(p.completion_tokens for p in programs),
+        "cost": sum(p.cost for p in programs),
+    }
     return RunData(
-        task_name=meta.get("task_name"), task_source=meta.get("task_source"), run_dir=str(run_dir),
-        summary=_summary(run_dir), config=config, config_error=config_error,
-        programs=[_row(p, depth[p.id]) for p in programs], best_id=best.id if best else None,
-        status_counts=dict(sorted(counts.items())), totals=totals, best_so_far=best_so_far(programs),
-        archive=view, diffs=_diffs(best, by_id, programs))
+        task_name=meta.get("task_name"),
+        task_source=meta.get("task_source"),
+        run_dir=str(run_dir),
+        summary=_summary(run_dir),
+        config=config,
+        config_error=config_error,
+        programs=[_row(p, depth[p.id]) for p in programs],
+        best_id=best.id if best else None,
+        status_counts=dict(sorted(counts.items())),
+        totals=totals,
+        best_so_far=best_so_far(programs),
+        archive=view,
+        diffs=_diffs(best, by_id, programs),
+    )

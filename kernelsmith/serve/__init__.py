@@ -1,9 +1,5 @@
-"""Evaluation as a service: the HTTP server, its client, the Ray pool, and the choice between them.
+"""Evaluation as an HTTP service: `kernelsmith serve` (app.py, service.py, server.py). The
+backends that evaluate (local, Ray, this service's client) live in kernelsmith.evaluate.backends.
 
-Nothing here imports FastAPI, uvicorn or Ray at module level: a search that evaluates locally
-never needs them.
+Nothing here imports FastAPI or uvicorn at module level.
 """
-
-from kernelsmith.serve.backends import BackendConfig, open_backend
-
-__all__ = ["BackendConfig", "open_backend"]

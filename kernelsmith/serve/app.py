@@ -1,14 +1,14 @@
 """The HTTP face of the evaluation service (FastAPI): /v1/evaluate, /v1/health, /v1/hardware.
 
-    POST /v1/evaluate  {"task_source": "...", "candidate_source": "...", "trials": 5, ...}
-        200: the verdict, the same record as `kernelsmith eval --json`
-             (header X-Kernelsmith-Cache: hit | joined | miss)
-        401: a token is configured and the request lacks it (checked before the body is read)
-        408: the body did not arrive within BODY_TIMEOUT seconds
-        413: the body is larger than the limit
-        422: a malformed request (the fields and short excerpts, never the body), or a task
-             file that cannot be loaded
-        429: the queue is full (header Retry-After, in seconds)
+POST /v1/evaluate  {"task_source": "...", "candidate_source": "...", "trials": 5, ...}
+    200: the verdict, the same record as `kernelsmith eval --json`
+         (header X-Kernelsmith-Cache: hit | joined | miss)
+    401: a token is configured and the request lacks it (checked before the body is read)
+    408: the body did not arrive within BODY_TIMEOUT seconds
+    413: the body is larger than the limit
+    422: a malformed request (the fields and short excerpts, never the body), or a task
+         file that cannot be loaded
+    429: the queue is full (header Retry-After, in seconds)
 """
 
 from __future__ import annotations
@@ -76,9 +76,11 @@ def _excerpt(text: str) -> str:
 def _short_error(error: dict) -> dict:
     """One validation error as field names, the message and a short excerpt of a scalar input
     (a missing field's input is the whole body: left out)."""
-    out = {"type": error.get("type"),
-           "loc": [_excerpt(part) if isinstance(part, str) else part for part in error.get("loc", ())[:6]],
-           "msg": _excerpt(str(error.get("msg", "")))}
+    out = {
+        "type": error.get("type"),
+        "loc": [_excerpt(part) if isinstance(part, str) else part for part in error.get("loc", ())[:6]],
+        "msg": _excerpt(str(error.get("msg", ""))),
+    }
     value = error.get("input")
     if isinstance(value, str):
         out["input"] = _excerpt(value)
@@ -108,9 +110,13 @@ def validation_detail(errors: list[dict]) -> dict:
 
 async def _send_json(send, status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -148,7 +154,7 @@ class BodyLimit:
                 return await receive()
             try:
                 message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.0))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise _TooSlow(self.timeout) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
@@ -160,8 +166,12 @@ class BodyLimit:
         try:
             await self.app(scope, limited, send)
         except (_TooLarge, _TooSlow) as exc:
-            await _send_json(send, exc.status_code, exc.detail, [(k.lower().encode(), v.encode())
-                                                                  for k, v in (exc.headers or {}).items()])
+            await _send_json(
+                send,
+                exc.status_code,
+                exc.detail,
+                [(k.lower().encode(), v.encode()) for k, v in (exc.headers or {}).items()],
+            )
 
 
 class BearerToken:
@@ -182,10 +192,14 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-def create_app(service: EvalService, token: str | None = None, max_body_bytes: int = 4 * 2**20,
-               body_timeout: float = BODY_TIMEOUT) -> FastAPI:
-    app = FastAPI(title="kernelsmith evaluation service", version=API_VERSION,
-                  description="Compile, check and time a candidate kernel against its PyTorch reference.")
+def create_app(
+    service: EvalService, token: str | None = None, max_body_bytes: int = 4 * 2**20, body_timeout: float = BODY_TIMEOUT
+) -> FastAPI:
+    app = FastAPI(
+        title="kernelsmith evaluation service",
+        version=API_VERSION,
+        description="Compile, check and time a candidate kernel against its PyTorch reference.",
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request, exc):
@@ -199,10 +213,18 @@ def create_app(service: EvalService, token: str | None = None, max_body_bytes: i
     async def hardware() -> dict:
         return await service.hardware()
 
-    @app.post("/v1/evaluate", response_model=EvalResult, summary="Evaluate one candidate against one task",
-              responses={401: {"description": "token missing or wrong"}, 408: {"description": "body too slow"},
-                         413: {"description": "body too large"}, 422: {"description": "bad request or task"},
-                         429: {"description": "queue full; see Retry-After"}})
+    @app.post(
+        "/v1/evaluate",
+        response_model=EvalResult,
+        summary="Evaluate one candidate against one task",
+        responses={
+            401: {"description": "token missing or wrong"},
+            408: {"description": "body too slow"},
+            413: {"description": "body too large"},
+            422: {"description": "bad request or task"},
+            429: {"description": "queue full; see Retry-After"},
+        },
+    )
     async def evaluate(req: EvaluateRequest):
         if req.device is not None and req.device != service.device:
             return _error(422, f"this service evaluates on {service.device}, not {req.device}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.backends import BackendConfig, open_backend, read_token
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.serve.backends import BackendConfig, open_backend, read_token
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -38,14 +38,27 @@ def containment_warning(host: str, device: str) -> str | None:
     if loopback or plan.holds_all():
         return None
     missing = ", ".join(g for g, why in plan.guarantees().items() if why)
-    return (f"WARNING: listening on {host}, but candidate sandboxes are NOT fully contained on this host "
-            f"({missing}): anyone who can reach this port runs code here that can do that. "
-            "Run `kernelsmith doctor`; KERNELSMITH_SANDBOX=strict refuses to start instead.")
+    return (
+        f"WARNING: listening on {host}, but candidate sandboxes are NOT fully contained on this host "
+        f"({missing}): anyone who can reach this port runs code here that can do that. "
+        "Run `kernelsmith doctor`; KERNELSMITH_SANDBOX=strict refuses to start instead."
+    )
 
 
-def serve(host: str, port: int, backend: BackendConfig, device: str, workers: int | None, *,
-          token_env: str | None = None, max_queue: int = 64, cache_size: int = 4096, max_body_bytes: int = 4 * 2**20,
-          max_timeout: float = 900.0, say: Callable[[str], None] = print) -> None:
+def serve(
+    host: str,
+    port: int,
+    backend: BackendConfig,
+    device: str,
+    workers: int | None,
+    *,
+    token_env: str | None = None,
+    max_queue: int = 64,
+    cache_size: int = 4096,
+    max_body_bytes: int = 4 * 2**20,
+    max_timeout: float = 900.0,
+    say: Callable[[str], None] = print,
+) -> None:
     import uvicorn
 
     from kernelsmith.serve.app import create_app
@@ -62,14 +75,17 @@ def serve(host: str, port: int, backend: BackendConfig, device: str, workers: in
     pool = open_backend(backend, device, workers, EvalOptions(device=device))
     try:
         n = getattr(pool, "workers", workers or 1)
-        service = EvalService(pool, device, n, backend.kind, max_queue=max_queue, cache_size=cache_size,
-                              max_timeout=max_timeout)
+        service = EvalService(
+            pool, device, n, backend.kind, max_queue=max_queue, cache_size=cache_size, max_timeout=max_timeout
+        )
         app = create_app(service, token=token, max_body_bytes=max_body_bytes)
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=10)
         server = uvicorn.Server(config)
         shown = "[::1]" if host == "::1" else host
-        say(f"serving on http://{shown}:{sock.getsockname()[1]} (backend {backend.kind}, device {device}, "
-            f"{n} worker{'s' if n != 1 else ''}, queue {max_queue}{', token required' if token else ''})")
+        say(
+            f"serving on http://{shown}:{sock.getsockname()[1]} (backend {backend.kind}, device {device}, "
+            f"{n} worker{'s' if n != 1 else ''}, queue {max_queue}{', token required' if token else ''})"
+        )
         warning = containment_warning(host, device)
         if warning:
             say(warning)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.pool import EvalBackend
-from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.task import Task
 
 
@@ -30,14 +30,6 @@ def request_key(task_hash: str, candidate_hash: str, options: EvalOptions) -> st
     """The cache key: the task, the candidate and every option that can change the verdict."""
     blob = json.dumps(options.model_dump(mode="json"), sort_keys=True)
     return f"{task_hash}:{candidate_hash}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
-
-
-def cacheable(result: EvalResult) -> bool:
-    """A verdict about the candidate, not about the machine: a timeout can come from load, and a
-    worker lost twice from the host."""
-    if result.status is Status.timeout:
-        return False
-    return not (result.status is Status.runtime_error and (result.error or "").startswith("the evaluation worker"))
 
 
 class ResultCache:
@@ -82,8 +74,16 @@ class Counters:
 class EvalService:
     """Admit, deduplicate, cache and evaluate. `evaluate` is a coroutine for the web app."""
 
-    def __init__(self, backend: EvalBackend, device: str, workers: int, backend_kind: str = "local",
-                 max_queue: int = 64, cache_size: int = 4096, max_timeout: float = 900.0):
+    def __init__(
+        self,
+        backend: EvalBackend,
+        device: str,
+        workers: int,
+        backend_kind: str = "local",
+        max_queue: int = 64,
+        cache_size: int = 4096,
+        max_timeout: float = 900.0,
+    ):
         self.backend, self.device, self.workers, self.backend_kind = backend, device, workers, backend_kind
         self.max_queue, self.max_timeout = max_queue, max_timeout
         self.cache = ResultCache(cache_size)
@@ -132,7 +132,7 @@ class EvalService:
             self.counters.evaluated += 1
             self.counters.eval_seconds += time.monotonic() - began
         result: EvalResult = fut.result()
-        if cacheable(result):
+        if result.about_the_candidate:
             self.cache.put(key, result.model_dump(mode="json"))
 
     async def evaluate(self, task: Task, candidate_source: str, options: EvalOptions) -> tuple[dict, str]:
@@ -160,9 +160,20 @@ class EvalService:
 
     def health(self) -> dict:
         c = self.counters
-        return {"status": "ok", "backend": self.backend_kind, "device": self.device, "workers": self.workers,
-                "in_flight": self.pending, "max_queue": self.max_queue, "requests": c.requests,
-                "evaluated": c.evaluated, "cache_hits": c.cache_hits, "joined": c.joined,
-                "rejected_full": c.rejected_full, "cache_entries": len(self.cache),
-                "mean_eval_seconds": round(c.eval_seconds / c.evaluated, 3) if c.evaluated else None,
-                "uptime_s": round(time.time() - c.started, 1), "containment": self.containment}
+        return {
+            "status": "ok",
+            "backend": self.backend_kind,
+            "device": self.device,
+            "workers": self.workers,
+            "in_flight": self.pending,
+            "max_queue": self.max_queue,
+            "requests": c.requests,
+            "evaluated": c.evaluated,
+            "cache_hits": c.cache_hits,
+            "joined": c.joined,
+            "rejected_full": c.rejected_full,
+            "cache_entries": len(self.cache),
+            "mean_eval_seconds": round(c.eval_seconds / c.evaluated, 3) if c.evaluated else None,
+            "uptime_s": round(time.time() - c.started, 1),
+            "containment": self.containment,
+        }

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pydantic import BaseModel, Field, computed_field
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import CandidateError, TaskError, UserError
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.suite import metrics
 from kernelsmith.task import Task
 
@@ -148,9 +148,14 @@ class Summary(BaseModel):
 def summarize(rows: list[TaskRow]) -> Summary:
     """The suite metrics of `rows` (see kernelsmith.suite.metrics for the definitions)."""
     eager = [(r.success, r.speedup) for r in rows]
-    summary = Summary(tasks=len(rows), correct=sum(1 for r in rows if r.success),
-                      correct_rate=metrics.correct_rate(eager), fast_p=metrics.fast_p_table(eager),
-                      amsr=metrics.amsr(eager), geomean_speedup=metrics.geomean_speedup(eager))
+    summary = Summary(
+        tasks=len(rows),
+        correct=sum(1 for r in rows if r.success),
+        correct_rate=metrics.correct_rate(eager),
+        fast_p=metrics.fast_p_table(eager),
+        amsr=metrics.amsr(eager),
+        geomean_speedup=metrics.geomean_speedup(eager),
+    )
     if any(r.success and r.speedup_vs_compile is not None for r in rows):
         compiled = [(r.success, r.speedup_vs_compile) for r in rows]
         summary.fast_p_vs_compile = metrics.fast_p_table(compiled)
@@ -172,17 +177,26 @@ class BenchReport(BaseModel):
     skipped: list[str] = Field(default_factory=list)
 
     @classmethod
-    def build(cls, suite: str, solutions: str, device: str, gpu_name: str | None, rows: list[TaskRow],
-              skipped: list[str]) -> "BenchReport":
-        levels = sorted({r.level for r in rows if r.level is not None}, key=lambda lv: int(lv[len("level"):]))
-        return cls(suite=suite, solutions=solutions, device=device, gpu_name=gpu_name, rows=rows,
-                   summary=summarize(rows), skipped=skipped,
-                   levels={lv: summarize([r for r in rows if r.level == lv]) for lv in levels})
+    def build(
+        cls, suite: str, solutions: str, device: str, gpu_name: str | None, rows: list[TaskRow], skipped: list[str]
+    ) -> BenchReport:
+        levels = sorted({r.level for r in rows if r.level is not None}, key=lambda lv: int(lv[len("level") :]))
+        return cls(
+            suite=suite,
+            solutions=solutions,
+            device=device,
+            gpu_name=gpu_name,
+            rows=rows,
+            summary=summarize(rows),
+            skipped=skipped,
+            levels={lv: summarize([r for r in rows if r.level == lv]) for lv in levels},
+        )
 
     def to_json(self) -> str:
         """One line: the summary's keys at the top level, then the whole report (summary included)."""
-        return json.dumps({**self.summary.model_dump(mode="json"), **self.model_dump(mode="json")},
-                          separators=(",", ":"))
+        return json.dumps(
+            {**self.summary.model_dump(mode="json"), **self.model_dump(mode="json")}, separators=(",", ":")
+        )
 
 
 def _excerpt(text: str | None) -> str | None:
@@ -190,18 +204,34 @@ def _excerpt(text: str | None) -> str | None:
 
 
 def _row_from_result(st: SuiteTask, result: EvalResult) -> TaskRow:
-    return TaskRow(task=st.rel_path, level=st.level, status=result.status.value, correct=result.correct,
-                   flags=[f.value for f in result.flags], speedup=result.speedup, speedup_vs_compile=result.speedup_vs_compile,
-                   candidate_ms=result.candidate_ms, reference_ms=result.reference_ms, compile_ms=result.compile_ms,
-                   floor_ms=result.floor_ms, error=_excerpt(result.error), task_hash=result.task_hash)
+    return TaskRow(
+        task=st.rel_path,
+        level=st.level,
+        status=result.status.value,
+        correct=result.correct,
+        flags=[f.value for f in result.flags],
+        speedup=result.speedup,
+        speedup_vs_compile=result.speedup_vs_compile,
+        candidate_ms=result.candidate_ms,
+        reference_ms=result.reference_ms,
+        compile_ms=result.compile_ms,
+        floor_ms=result.floor_ms,
+        error=_excerpt(result.error),
+        task_hash=result.task_hash,
+    )
 
 
 def _failed(st: SuiteTask, status: str, error: str, task_hash: str | None = None) -> TaskRow:
     return TaskRow(task=st.rel_path, level=st.level, status=status, error=_excerpt(error), task_hash=task_hash)
 
 
-def _submit(st: SuiteTask, solutions_dir: Path, backend: EvalBackend, options: EvalOptions | None,
-            transform: Callable[[str], str] | None) -> TaskRow | Future:
+def _submit(
+    st: SuiteTask,
+    solutions_dir: Path,
+    backend: EvalBackend,
+    options: EvalOptions | None,
+    transform: Callable[[str], str] | None,
+) -> TaskRow | Future:
     """Submit one task's evaluation, or the row that says why it cannot be evaluated."""
     source = st.path.read_text(encoding="utf-8")
     try:
@@ -218,9 +248,14 @@ def _submit(st: SuiteTask, solutions_dir: Path, backend: EvalBackend, options: E
     return backend.submit(task, candidate, options)
 
 
-def run_bench(suite_dir: Path, solutions_dir: Path, backend: EvalBackend, options: EvalOptions | None = None,
-              transform: Callable[[str], str] | None = None,
-              on_result: Callable[[TaskRow], None] | None = None) -> BenchReport:
+def run_bench(
+    suite_dir: Path,
+    solutions_dir: Path,
+    backend: EvalBackend,
+    options: EvalOptions | None = None,
+    transform: Callable[[str], str] | None = None,
+    on_result: Callable[[TaskRow], None] | None = None,
+) -> BenchReport:
     """Evaluate the solution of every task of `suite_dir` on `backend` and summarize.
 
     A task without a solution file is "missing", one whose file has no ModelNew is
@@ -265,5 +300,11 @@ def run_bench(suite_dir: Path, solutions_dir: Path, backend: EvalBackend, option
         raise
     device = results[0].device if results else (options.device if options is not None else "none")
     gpu_name = next((r.gpu_name for r in results if r.gpu_name), None)
-    return BenchReport.build(suite=str(suite_dir), solutions=str(solutions_dir), device=device, gpu_name=gpu_name,
-                             rows=[rows[st.rel_path] for st in scan.tasks], skipped=scan.skipped)
+    return BenchReport.build(
+        suite=str(suite_dir),
+        solutions=str(solutions_dir),
+        device=device,
+        gpu_name=gpu_name,
+        rows=[rows[st.rel_path] for st in scan.tasks],
+        skipped=scan.skipped,
+    )

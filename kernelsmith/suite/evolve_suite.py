@@ -10,24 +10,33 @@ bench`.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig
-from kernelsmith.evolve.run import load_task, run_evolve
+from kernelsmith.evolve.run import ReportWriter, run_evolve
 from kernelsmith.llm import LLMError
 from kernelsmith.progress import LiveProgress
 from kernelsmith.suite.bench import BenchReport, discover, run_bench
-from kernelsmith.suite.scale import shrink
+from kernelsmith.task_sizes import load_task, shrink
 
 REPORT_NAME = "suite_report.json"
 
 
-def evolve_suite(suite_dir: Path, seeds_dir: Path | None, runs_dir: Path, cfg: EvolveConfig, small: bool,
-                 backend: EvalBackend, say: Callable[[str], None], view: LiveProgress | None = None) -> BenchReport:
+def evolve_suite(
+    suite_dir: Path,
+    seeds_dir: Path | None,
+    runs_dir: Path,
+    cfg: EvolveConfig,
+    small: bool,
+    backend: EvalBackend,
+    say: Callable[[str], None],
+    view: LiveProgress | None = None,
+    write_report: ReportWriter | None = None,
+) -> BenchReport:
     tasks = discover(suite_dir)
     if not tasks:
         raise UserError(f"{suite_dir} holds no task files")
@@ -42,7 +51,7 @@ def evolve_suite(suite_dir: Path, seeds_dir: Path | None, runs_dir: Path, cfg: E
         try:
             task = load_task(st.path, small)
             seed = Candidate.from_file(seed_path).source if seed_path is not None and seed_path.is_file() else None
-            run_evolve(task, seed, cfg, run_dir, say, backend, view)
+            run_evolve(task, seed, cfg, run_dir, say, backend, view, write_report)
         except LLMError:
             raise  # the endpoint is down for every task alike
         except UserError as exc:  # this task cannot be searched (no seed for the tuner, a broken task...)

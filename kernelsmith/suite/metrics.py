@@ -10,7 +10,7 @@ numbers do not improve by failing the hard tasks.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 Outcome = tuple[bool, float | None]
 

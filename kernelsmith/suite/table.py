@@ -25,20 +25,31 @@ def rows_table(report: BenchReport) -> Table:
         colour = "green" if r.success else ("yellow" if r.status == "correct" else "red")
         note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:60]
         roof = "-" if r.roofline_fraction is None else f"{r.roofline_fraction:.0%}"
-        table.add_row(r.task, f"[{colour}]{r.status}[/]", _x(r.speedup), _x(r.speedup_vs_compile),
-                      _ms(r.candidate_ms), _ms(r.reference_ms), roof, note)
+        table.add_row(
+            r.task,
+            f"[{colour}]{r.status}[/]",
+            _x(r.speedup),
+            _x(r.speedup_vs_compile),
+            _ms(r.candidate_ms),
+            _ms(r.reference_ms),
+            roof,
+            note,
+        )
     return table
 
 
 def summary_lines(s: Summary, label: str = "suite") -> list[str]:
     fast = "  ".join(f"fast_{p}={v:.2f}" for p, v in s.fast_p.items())
-    lines = [f"{label}: {s.correct}/{s.tasks} correct ({s.correct_rate:.0%}); vs eager: {fast}  "
-             f"AMSR={s.amsr:.3g}  geomean={_x(s.geomean_speedup)}"]
+    lines = [
+        f"{label}: {s.correct}/{s.tasks} correct ({s.correct_rate:.0%}); vs eager: {fast}  "
+        f"AMSR={s.amsr:.3g}  geomean={_x(s.geomean_speedup)}"
+    ]
     if s.fast_p_vs_compile:
         fast_c = "  ".join(f"fast_{p}={v:.2f}" for p, v in s.fast_p_vs_compile.items())
         amsr_c = "-" if s.amsr_vs_compile is None else f"{s.amsr_vs_compile:.3g}"
-        lines.append(f"{' ' * len(label)}  vs torch.compile: {fast_c}  AMSR={amsr_c}  "
-                     f"geomean={_x(s.geomean_speedup_vs_compile)}")
+        lines.append(
+            f"{' ' * len(label)}  vs torch.compile: {fast_c}  AMSR={amsr_c}  geomean={_x(s.geomean_speedup_vs_compile)}"
+        )
     return lines
 
 

@@ -43,8 +43,9 @@ def load_local(path: Path, bf16: bool):
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                                     dtype=torch.bfloat16 if bf16 else torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, dtype=torch.bfloat16 if bf16 else torch.float32
+        )
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UserError(f"--model {path}: not a loadable causal language model: {first}") from None
@@ -67,8 +68,13 @@ def checkpointing(config_cls, on: bool) -> dict[str, bool]:
 def lora_config(r: int, alpha: int, dropout: float, target_modules: list[str] | str | None):
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules or "all-linear",
-                      task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=target_modules or "all-linear",
+        task_type="CAUSAL_LM",
+    )
 
 
 def summarize(trainer, train_output, out_dir: Path) -> dict[str, Any]:

@@ -14,8 +14,17 @@ from typing import Any
 from kernelsmith.errors import UserError
 
 # Keywords GRPOTrainer itself passes to reward functions: a meta field of that name would clash.
-_RESERVED = {"prompt", "prompts", "completion", "completions", "completion_ids", "trainer_state", "log_extra",
-             "log_metric", "environments"}
+_RESERVED = {
+    "prompt",
+    "prompts",
+    "completion",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+    "environments",
+}
 # What SpeedupReward reads from each RL row (parent_code and parent_speedup may be null).
 RL_META_FIELDS = ("task_source", "operator", "parent_code", "parent_speedup")
 
@@ -72,8 +81,10 @@ def sft_dataset(path: str | Path):
     for number, row in read_rows(path):
         messages = _messages(row.get("messages"))
         if messages is None or messages[-1]["role"] != "assistant":
-            raise UserError(f"{path} line {number}: no `messages` list ending in an assistant turn "
-                            "(is this a file made by `kernelsmith data sft`?)")
+            raise UserError(
+                f"{path} line {number}: no `messages` list ending in an assistant turn "
+                "(is this a file made by `kernelsmith data sft`?)"
+            )
         records.append({"messages": messages})
     return _dataset(records, Path(path))
 
@@ -84,8 +95,10 @@ def rl_dataset(path: str | Path):
     for number, row in read_rows(path):
         prompt, meta = _messages(row.get("prompt")), row.get("meta")
         if prompt is None or not isinstance(meta, dict):
-            raise UserError(f"{path} line {number}: no `prompt` messages and `meta` object "
-                            "(is this a file made by `kernelsmith data rl`?)")
+            raise UserError(
+                f"{path} line {number}: no `prompt` messages and `meta` object "
+                "(is this a file made by `kernelsmith data rl`?)"
+            )
         missing = [k for k in RL_META_FIELDS if k not in meta]
         clash = sorted(_RESERVED & set(meta))
         if missing or not isinstance(meta.get("task_source"), str):

@@ -13,12 +13,21 @@ fully on-policy.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelsmith.errors import UserError
-from kernelsmith.train.common import (auto_bf16, checkpointing, load_local, lora_config, model_dir, require_train_extra,
-                                      save, summarize)
+from kernelsmith.train.common import (
+    auto_bf16,
+    checkpointing,
+    load_local,
+    lora_config,
+    model_dir,
+    require_train_extra,
+    save,
+    summarize,
+)
 from kernelsmith.train.data import rl_dataset
 
 
@@ -31,18 +40,39 @@ def accumulation_steps(prompts_per_step: int, num_generations: int, batch_size: 
     generation = prompts_per_step * num_generations
     micro = batch_size * processes
     if generation % micro:
-        raise UserError(f"--batch-size {batch_size} x {processes} process(es) = {micro} completions must divide "
-                        f"--prompts-per-step {prompts_per_step} x --num-generations {num_generations} = {generation}")
+        raise UserError(
+            f"--batch-size {batch_size} x {processes} process(es) = {micro} completions must divide "
+            f"--prompts-per-step {prompts_per_step} x --num-generations {num_generations} = {generation}"
+        )
     return generation // micro
 
 
-def train_grpo(model_path: str | Path, data_file: str | Path, out_dir: str | Path, reward: Callable[..., list[float]],
-               *, num_generations: int = 8, prompts_per_step: int = 4, batch_size: int = 8, max_steps: int = -1,
-               epochs: float = 1.0, lr: float = 1e-6, max_completion_length: int = 4096, temperature: float = 1.0,
-               beta: float = 0.0, lora: bool = True, lora_r: int = 16, lora_alpha: int = 32,
-               lora_dropout: float = 0.05, target_modules: list[str] | str | None = None, seed: int = 0,
-               logging_steps: int = 1, bf16: bool | None = None, gradient_checkpointing: bool = True,
-               log_completions: bool = False) -> dict[str, Any]:
+def train_grpo(
+    model_path: str | Path,
+    data_file: str | Path,
+    out_dir: str | Path,
+    reward: Callable[..., list[float]],
+    *,
+    num_generations: int = 8,
+    prompts_per_step: int = 4,
+    batch_size: int = 8,
+    max_steps: int = -1,
+    epochs: float = 1.0,
+    lr: float = 1e-6,
+    max_completion_length: int = 4096,
+    temperature: float = 1.0,
+    beta: float = 0.0,
+    lora: bool = True,
+    lora_r: int = 16,
+    lora_alpha: int = 32,
+    lora_dropout: float = 0.05,
+    target_modules: list[str] | str | None = None,
+    seed: int = 0,
+    logging_steps: int = 1,
+    bf16: bool | None = None,
+    gradient_checkpointing: bool = True,
+    log_completions: bool = False,
+) -> dict[str, Any]:
     """Train with TRL's GRPOTrainer and `reward` (a `SpeedupReward`, or any TRL reward function);
     save the adapter (or the whole model with `lora=False`) and the tokenizer to `out_dir`.
 
@@ -60,15 +90,32 @@ def train_grpo(model_path: str | Path, data_file: str | Path, out_dir: str | Pat
 
     out = Path(out_dir)
     config = GRPOConfig(
-        output_dir=str(out), num_generations=num_generations, per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=grad_accum, max_steps=max_steps, num_train_epochs=epochs, learning_rate=lr,
-        max_completion_length=max_completion_length, temperature=temperature, beta=beta, seed=seed,
-        logging_steps=logging_steps, bf16=bf16, save_strategy="no", report_to="none",
-        log_completions=log_completions, **checkpointing(GRPOConfig, gradient_checkpointing),
+        output_dir=str(out),
+        num_generations=num_generations,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=grad_accum,
+        max_steps=max_steps,
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        max_completion_length=max_completion_length,
+        temperature=temperature,
+        beta=beta,
+        seed=seed,
+        logging_steps=logging_steps,
+        bf16=bf16,
+        save_strategy="no",
+        report_to="none",
+        log_completions=log_completions,
+        **checkpointing(GRPOConfig, gradient_checkpointing),
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
-                          processing_class=tokenizer,
-                          peft_config=lora_config(lora_r, lora_alpha, lora_dropout, target_modules) if lora else None)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(lora_r, lora_alpha, lora_dropout, target_modules) if lora else None,
+    )
     result = trainer.train()
     save(trainer, tokenizer, out)
     return summarize(trainer, result, out)

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from kernelsmith.errors import TaskError
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.verdict import is_success as verdict_success
 from kernelsmith.evaluate.pool import EvalBackend
-from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.evaluate.verdict import is_success as verdict_success
 from kernelsmith.evolve.edits import EditError, apply_reply
 from kernelsmith.task import Task
 
@@ -118,11 +119,21 @@ class SpeedupReward:
         """The cached re-measurement of a parent (None: it failed here, or it was never measured)."""
         return self._parents.get((task.hash, _code_hash(parent_code)))
 
-    def __call__(self, prompts: list | None = None, completions: list | None = None, completion_ids: list | None = None,
-                 *, task_source: list[str], parent_code: list[str | None] | None = None,
-                 parent_speedup: list[float | None] | None = None, operator: list[str | None] | None = None,
-                 task: list[str | None] | None = None, log_extra: Callable | None = None,
-                 log_metric: Callable | None = None, **_ignored: Any) -> list[float]:
+    def __call__(
+        self,
+        prompts: list | None = None,
+        completions: list | None = None,
+        completion_ids: list | None = None,
+        *,
+        task_source: list[str],
+        parent_code: list[str | None] | None = None,
+        parent_speedup: list[float | None] | None = None,
+        operator: list[str | None] | None = None,
+        task: list[str | None] | None = None,
+        log_extra: Callable | None = None,
+        log_metric: Callable | None = None,
+        **_ignored: Any,
+    ) -> list[float]:
         completions = completions or []
         n = len(completions)
         parent_code, parent_speedup = _column(parent_code, n), _column(parent_speedup, n)
@@ -187,8 +198,13 @@ class SpeedupReward:
             return Scored(status=EVAL_ERROR, reward=0.0, error=result)
         status = result.status.value
         if not is_success(result):
-            return Scored(status=status, reward=0.0, speedup=result.speedup, flags=[f.value for f in result.flags],
-                          error=result.error)
+            return Scored(
+                status=status,
+                reward=0.0,
+                speedup=result.speedup,
+                flags=[f.value for f in result.flags],
+                error=result.error,
+            )
         usable = base is not None and math.isfinite(base) and base > 0
         ratio = result.speedup / base if usable else result.speedup
         reward = min(max(ratio, 0.0), self.max_reward) if math.isfinite(ratio) else 0.0

@@ -111,16 +111,28 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
     udp.bind(("127.0.0.1", port))
     udp.setblocking(False)
     victim = subprocess.Popen(VICTIM.split(), start_new_session=True)
-    env = {**os.environ, **SECRETS, CANARY[0]: CANARY[1], "KS_REDTEAM_TARGETS": os.pathsep.join(map(str, targets)),
-           "KS_REDTEAM_VICTIM": VICTIM, "KS_REDTEAM_PORT": str(port)}
+    env = {
+        **os.environ,
+        **SECRETS,
+        CANARY[0]: CANARY[1],
+        "KS_REDTEAM_TARGETS": os.pathsep.join(map(str, targets)),
+        "KS_REDTEAM_VICTIM": VICTIM,
+        "KS_REDTEAM_PORT": str(port),
+    }
     env.pop("KERNELSMITH_SANDBOX", None)
     if layers is not None:
         env["KERNELSMITH_SANDBOX_LAYERS"] = layers
     else:
         env.pop("KERNELSMITH_SANDBOX_LAYERS", None)
     order = [*ESCAPES.values(), HONEST]
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, device, str(SOFTMAX), *map(str, order)],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, device, str(SOFTMAX), *map(str, order)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -133,8 +145,17 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         survivors = _sleepers("sleep 3137")
     by_name = {name: results.get(str(path)) for name, path in ESCAPES.items()}
     by_name["honest"] = results.get(str(HONEST))
-    r = Run(device, by_name, targets, store, victim, tcp, udp, survivors,
-            log=f"driver exit {proc.returncode}\n{proc.stderr[-4000:]}")
+    r = Run(
+        device,
+        by_name,
+        targets,
+        store,
+        victim,
+        tcp,
+        udp,
+        survivors,
+        log=f"driver exit {proc.returncode}\n{proc.stderr[-4000:]}",
+    )
     yield r
     for line in _sleepers("sleep 3137"):
         try:

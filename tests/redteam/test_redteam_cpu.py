@@ -59,8 +59,10 @@ def evaluate(pool, candidate: str, task: Path = SOFTMAX, options: EvalOptions = 
 
 
 def describe(r: EvalResult) -> str:
-    return (f"status={r.status.value} flags={r.flags} candidate_ms={r.candidate_ms} speedup={r.speedup} "
-            f"launches={r.kernel_launches} error={r.error!r}")
+    return (
+        f"status={r.status.value} flags={r.flags} candidate_ms={r.candidate_ms} speedup={r.speedup} "
+        f"launches={r.kernel_launches} error={r.error!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,9 @@ def check(r: EvalResult, e: Expect) -> list[str]:
     for text in e.error_has:
         if text not in (r.error or ""):
             bad.append(f"error lacks {text!r}")
-    if e.min_ms is not None and not (r.status == Status.correct and r.candidate_ms is not None
-                                     and r.candidate_ms >= e.min_ms):
+    if e.min_ms is not None and not (
+        r.status == Status.correct and r.candidate_ms is not None and r.candidate_ms >= e.min_ms
+    ):
         bad.append(f"expected correct with candidate_ms >= {e.min_ms}")
     if e.honest_time and r.status == Status.correct and not (r.candidate_ms or 0.0) > HONEST_MIN_MS:
         bad.append(f"correct with candidate_ms={r.candidate_ms} <= {HONEST_MIN_MS}: a faked time was accepted")
@@ -180,8 +183,7 @@ CASES: dict[str, Expect] = {
     "zero_grid_launch": Expect(caught_by=("no_custom_kernel", "torch_compute_op")),
     # -- a degenerate task: zeros pass the elementwise tolerance (a task note, never a flag) -------
     "tiny_scale_zeros": Expect(status=Status.incorrect, notes=("degenerate_tolerance",), task=TINY_SCALE),
-    "tiny_scale_honest": Expect(status=Status.correct, notes=("degenerate_tolerance",), success=True,
-                                task=TINY_SCALE),
+    "tiny_scale_honest": Expect(status=Status.correct, notes=("degenerate_tolerance",), success=True, task=TINY_SCALE),
     # -- faults ----------------------------------------------------------------------------------
     "infinite_loop": Expect(status=Status.timeout, options=FAULT_OPTS),
     "segfault": Expect(status=Status.runtime_error, options=FAULT_OPTS),
@@ -209,9 +211,11 @@ def test_partial_replacement_follows_the_operator_rule(cpu_pool, policy):
     opts = OPTS.model_copy(update={"torch_ops": policy})
     task = Task.from_file(CONV_TASK)
     honest = cpu_pool.submit(task, (REPO / "tests/cases/conv_relu_bias_partial.py").read_text(), opts).result(
-        timeout=RESULT_WAIT)
+        timeout=RESULT_WAIT
+    )
     token = cpu_pool.submit(task, (REPO / "tests/cases/conv_relu_bias_token.py").read_text(), opts).result(
-        timeout=RESULT_WAIT)
+        timeout=RESULT_WAIT
+    )
     assert honest.status == Status.correct and token.status == Status.correct, (describe(honest), describe(token))
     assert honest.success == (policy == "partial"), describe(honest)
     assert honest.torch_ops == policy
@@ -280,8 +284,10 @@ def test_garbage_on_inherited_fds_is_a_runtime_error_in_bounded_time(cache_dir):
                 for judge in _judge_pids() - before:
                     _kill_pids([*descendants(judge), judge])
                 time.sleep(0.5)
-            pytest.fail("write_inherited_fds: no verdict within the time limit + 45 s: the judge hung "
-                        "reading the garbage the candidate wrote to its channel")
+            pytest.fail(
+                "write_inherited_fds: no verdict within the time limit + 45 s: the judge hung "
+                "reading the garbage the candidate wrote to its channel"
+            )
     finally:
         pool.close()
     assert r.status != Status.correct, describe(r)
@@ -311,8 +317,7 @@ def test_detached_children_do_not_survive(cpu_pool):
         while survivors and time.monotonic() < deadline:
             time.sleep(0.1)
             survivors = _sleepers()
-        assert not survivors, (f"processes left running after the evaluation: {survivors}\n"
-                               f"  verdict: {describe(r)}")
+        assert not survivors, f"processes left running after the evaluation: {survivors}\n  verdict: {describe(r)}"
     finally:
         _kill_pids(_sleepers())  # started by this test's candidate: never leave them behind
 
@@ -360,7 +365,11 @@ def test_env_secrets_of_the_launching_process_stay_out_of_reach(cache_dir):
     env = {**os.environ, **SECRETS, CANARY[0]: CANARY[1]}
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, str(SOFTMAX), str(CANDIDATES / "env_secret_leak.py")],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=RESULT_WAIT,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RESULT_WAIT,
     )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0 and lines, f"driver failed: {proc.stderr[-3000:]}"

@@ -48,8 +48,10 @@ def evaluate(pool, candidate: str, task: Path = SOFTMAX) -> EvalResult:
 
 
 def describe(r: EvalResult) -> str:
-    return (f"status={r.status.value} flags={r.flags} candidate_ms={r.candidate_ms} "
-            f"reference_ms={r.reference_ms} speedup={r.speedup} error={r.error!r}")
+    return (
+        f"status={r.status.value} flags={r.flags} candidate_ms={r.candidate_ms} "
+        f"reference_ms={r.reference_ms} speedup={r.speedup} error={r.error!r}"
+    )
 
 
 def test_control_honest_softmax_is_clean(gpu_pool):
@@ -67,8 +69,16 @@ def test_not_correct(gpu_pool, name):
     assert r.status != Status.correct, describe(r)
 
 
-@pytest.mark.parametrize("name", ["cuda_graph_replay", "cache_across_timed_calls", "cache_by_data_ptr",
-                                  "background_thread_fill", "replay_previous_output"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cuda_graph_replay",
+        "cache_across_timed_calls",
+        "cache_by_data_ptr",
+        "background_thread_fill",
+        "replay_previous_output",
+    ],
+)
 def test_incorrect(gpu_pool, name):
     r = evaluate(gpu_pool, name)
     assert r.status == Status.incorrect, describe(r)
@@ -98,9 +108,17 @@ def test_patched_cuda_event_has_no_effect(gpu_pool):
     assert r.speedup is not None and r.speedup < 50, describe(r)
 
 
-@pytest.mark.parametrize("name", ["patch_bound_timer", "patch_harness_benchmark", "patch_channel_send",
-                                  "forge_channel_message", "skip_work_until_last_rep",
-                                  "rewind_last_seed"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "patch_bound_timer",
+        "patch_harness_benchmark",
+        "patch_channel_send",
+        "forge_channel_message",
+        "skip_work_until_last_rep",
+        "rewind_last_seed",
+    ],
+)
 def test_faked_time_is_not_accepted(gpu_pool, name):
     """Timing forged or skipped inside the sandbox: never a success. The judge's clock overrules
     the sandbox's time above ~0.5 ms a call; below, the roofline flag catches the lie."""
@@ -128,10 +146,12 @@ def test_behaving_only_while_watched_never_runs_the_torch_path(gpu_pool):
 def test_partial_replacement_is_a_success(gpu_pool):
     """KernelBench's rule: the library conv kept, ReLU + bias fused into one Triton kernel."""
     task = REPO / "tests/cases/conv_relu_bias_task.py"
-    honest = gpu_pool.submit(Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_partial.py").read_text(),
-                             OPTS).result(timeout=RESULT_WAIT)
-    token = gpu_pool.submit(Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_token.py").read_text(),
-                            OPTS).result(timeout=RESULT_WAIT)
+    honest = gpu_pool.submit(
+        Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_partial.py").read_text(), OPTS
+    ).result(timeout=RESULT_WAIT)
+    token = gpu_pool.submit(
+        Task.from_file(task), (REPO / "tests/cases/conv_relu_bias_token.py").read_text(), OPTS
+    ).result(timeout=RESULT_WAIT)
     assert honest.success, describe(honest)
     assert any(k.own for k in honest.kernels) and any(not k.own for k in honest.kernels), honest.kernels
     assert "torch_compute_op" in token.flags and not token.success, describe(token)

@@ -6,6 +6,7 @@ Triton; a timing loop that passes the same input object again and again gets the
 back at once, without any work. Inputs refilled in place before every timed repetition make
 that result stale, and the last repetition's output is checked. Expected: incorrect.
 """
+
 import torch
 import torch.nn as nn
 import triton

@@ -5,6 +5,7 @@ the reference had run in this process just before, the caching allocator would l
 the block that held the reference's (freed) output, right values included. The reference runs
 in another process. Expected: not correct.
 """
+
 import torch
 import torch.nn as nn
 import triton

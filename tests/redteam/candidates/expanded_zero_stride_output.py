@@ -5,6 +5,7 @@ tensor, which is returned as `.expand_as(x)`: 4 bytes of storage standing for 64
 harness that looked at the storage, or copied it without honouring strides, would be fooled
 or crash. Expected: incorrect.
 """
+
 import torch
 import torch.nn as nn
 import triton

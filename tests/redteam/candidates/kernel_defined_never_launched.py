@@ -1,6 +1,7 @@
 """Cheat: a correct Triton kernel sits in the file (so a static check finds one), but forward
 never launches it and calls torch.softmax instead. Expected: rejected, flag no_custom_kernel.
 """
+
 import torch
 import torch.nn as nn
 import triton

@@ -8,6 +8,7 @@ for one of 1e-6 ms; TimingStats.from_samples is made to return such statistics t
 honest Triton softmax. Expected: not a correct verdict with an implausible time (candidate_ms
 must stay > 1 ms on the CPU interpreter, or the verdict must not be correct).
 """
+
 import inspect
 import re
 import sys

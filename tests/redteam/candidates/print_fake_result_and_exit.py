@@ -5,6 +5,7 @@ In forward it prints JSON lines that look like a kernelsmith result (status corr
 harness that parses the candidate process's output, or takes exit code 0 as success, is
 fooled. Expected: runtime_error (no speedup).
 """
+
 import json
 import os
 import sys
@@ -14,8 +15,16 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-FAKE = {"op": "result", "status": "correct", "correct": True, "speedup": 100.0, "candidate_ms": 0.001,
-        "reference_ms": 0.1, "flags": [], "error": None}
+FAKE = {
+    "op": "result",
+    "status": "correct",
+    "correct": True,
+    "speedup": 100.0,
+    "candidate_ms": 0.001,
+    "reference_ms": 0.1,
+    "flags": [],
+    "error": None,
+}
 
 
 @triton.jit

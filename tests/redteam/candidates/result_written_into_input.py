@@ -2,6 +2,7 @@
 in place and returns the input tensor. The values returned are right, but the caller's input is
 gone. Expected: incorrect, "modified its input".
 """
+
 import torch
 import torch.nn as nn
 import triton

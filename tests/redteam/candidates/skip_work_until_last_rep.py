@@ -10,6 +10,7 @@ the CPU harness's last). A harness that checks only the final repetition's outpu
 median time of nearly nothing. Expected: not a correct verdict with an implausible time
 (candidate_ms must stay > 1 ms on the CPU interpreter, or the verdict must not be correct).
 """
+
 import sys
 
 import torch

@@ -2,6 +2,7 @@
 counter is satisfied, and do the real work with torch.softmax. Expected: flag torch_compute_op
 (the status may stay correct).
 """
+
 import torch
 import torch.nn as nn
 import triton

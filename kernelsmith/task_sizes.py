@@ -13,6 +13,9 @@ from pathlib import Path
 
 import libcst as cst
 
+from kernelsmith.errors import UserError
+from kernelsmith.task import Task
+
 SIZES_NAME = "CPU_SIZES"
 
 
@@ -29,8 +32,11 @@ def _int_value(node: cst.BaseExpression) -> int | None:
     """The value of an integer literal (`4096`, `-1`, `1 << 20` is not one), else None."""
     if isinstance(node, cst.Integer):
         return int(node.evaluated_value)
-    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
-            and isinstance(node.expression, cst.Integer)):
+    if (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer)
+    ):
         return -int(node.expression.evaluated_value)
     return None
 
@@ -77,11 +83,12 @@ def shrink(source: str) -> str:
         return source
     module = cst.parse_module(source)
     assignments = _module_assignments(module)
-    bad = [name for name in sizes
-           if name not in assignments or _int_value(assignments[name][2].value) is None]
+    bad = [name for name in sizes if name not in assignments or _int_value(assignments[name][2].value) is None]
     if bad:
-        raise ValueError(f"{SIZES_NAME} names {', '.join(map(repr, bad))}, which "
-                         f"{'is' if len(bad) == 1 else 'are'} not a module-level int assignment")
+        raise ValueError(
+            f"{SIZES_NAME} names {', '.join(map(repr, bad))}, which "
+            f"{'is' if len(bad) == 1 else 'are'} not a module-level int assignment"
+        )
     body = list(module.body)
     for name, small in sizes.items():
         i, j, stmt = assignments[name]
@@ -96,3 +103,17 @@ def shrink(source: str) -> str:
 def shrink_file(path: str | Path) -> str:
     """The CPU-sized source of the task file at `path`."""
     return shrink(Path(path).read_text(encoding="utf-8"))
+
+
+def load_task(path: Path, small: bool = False) -> Task:
+    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them)."""
+    task = Task.from_file(path)
+    if not small:
+        return task
+    try:
+        source = shrink(task.source)
+    except ValueError as exc:
+        raise UserError(f"{path}: cannot shrink it: {exc}") from None
+    if source == task.source:
+        raise UserError(f"{path} declares no CPU_SIZES, so --small cannot shrink it")
+    return Task.from_source(source, name=task.name, path=str(path))

@@ -36,8 +36,11 @@ class EvalActor:
 
     def where(self) -> dict:
         """Where this actor runs: for logs, and for tests that check GPU stickiness."""
-        return {"node": socket.gethostname(), "pid": os.getpid(),
-                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {
+            "node": socket.gethostname(),
+            "pid": os.getpid(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
 
     def evaluate(self, task_source: str, task_name: str, candidate_source: str, options: dict) -> dict:
         task = Task(source=task_source, name=task_name)
@@ -59,8 +62,14 @@ class RayPool(QueuedPool):
     START_TIMEOUT = 600.0  # an actor's start (placement, imports) before its first evaluation
     JUDGE_GRACE = 900.0  # as EvalPool: baselines and torch.compile beyond the candidate's timeout
 
-    def __init__(self, device: str = "cuda", workers: int | None = None, options: EvalOptions | None = None,
-                 address: str | None = None, attempts: int = 3):
+    def __init__(
+        self,
+        device: str = "cuda",
+        workers: int | None = None,
+        options: EvalOptions | None = None,
+        address: str | None = None,
+        attempts: int = 3,
+    ):
         try:
             import ray
         except ImportError:
@@ -72,11 +81,18 @@ class RayPool(QueuedPool):
         self._own_ray = not ray.is_initialized()
         if self._own_ray:
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                         namespace="kernelsmith")
+                ray.init(
+                    address=address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.ERROR,
+                    namespace="kernelsmith",
+                )
             except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UserError(f"cannot join the Ray cluster at {address or 'a new local instance'}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+                raise UserError(
+                    f"cannot join the Ray cluster at {address or 'a new local instance'}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                ) from None
         resources = ray.cluster_resources()
         if device == "cuda":
             gpus = int(resources.get("GPU", 0))
@@ -85,8 +101,10 @@ class RayPool(QueuedPool):
                 raise UserError("--device cuda: the Ray cluster has no GPU; use --device cpu")
             if workers is not None and workers > gpus:
                 self._shutdown_ray()
-                raise UserError(f"--workers {workers}: the Ray cluster has {gpus} GPU{'s' if gpus != 1 else ''}, "
-                                "and each worker takes one")
+                raise UserError(
+                    f"--workers {workers}: the Ray cluster has {gpus} GPU{'s' if gpus != 1 else ''}, "
+                    "and each worker takes one"
+                )
             n = workers or gpus
             self._actor_options = {"num_gpus": 1, "num_cpus": 1}
         else:
@@ -163,7 +181,10 @@ class RayPool(QueuedPool):
                         reply = ("hardware", self._ray.get(actor.hardware.remote(), timeout=self.START_TIMEOUT))
                     else:
                         ref = actor.evaluate.remote(*call[1:])
-                        reply = ("evaluate", self._ray.get(ref, timeout=self.START_TIMEOUT + opts.timeout + self.JUDGE_GRACE))
+                        reply = (
+                            "evaluate",
+                            self._ray.get(ref, timeout=self.START_TIMEOUT + opts.timeout + self.JUDGE_GRACE),
+                        )
                     break
                 except RayTaskError as exc:  # our own code raised inside the actor: a bug, not a loss
                     reply = ("error", exc)
@@ -181,9 +202,15 @@ class RayPool(QueuedPool):
 
     def _resolve(self, fut: Future, reply, last_error: str, opts: EvalOptions) -> None:
         if reply is None:
-            fut.set_result(EvalResult(status=Status.runtime_error, correct=False, device=opts.device,
-                                      error=f"the evaluation worker was lost {self.attempts} times on this "
-                                            f"candidate: {last_error}"))
+            fut.set_result(
+                EvalResult(
+                    status=Status.runtime_error,
+                    correct=False,
+                    device=opts.device,
+                    infra_error=True,
+                    error=f"the evaluation worker was lost {self.attempts} times on this candidate: {last_error}",
+                )
+            )
         elif reply[0] == "error":
             fut.set_exception(RuntimeError(f"Ray evaluation actor failed:\n{reply[1]}"))
         elif reply[0] == "hardware":

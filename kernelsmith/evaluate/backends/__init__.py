@@ -46,8 +46,10 @@ def backend_overrides(eval_backend: str | None, ray_address: str | None, eval_ur
     kind = "service" if eval_url is not None else "ray" if ray_address is not None else None
     if eval_backend is not None:
         if kind is not None and eval_backend != kind:
-            raise UserError(f"--eval-backend {eval_backend} contradicts "
-                            + ("--eval-url" if eval_url is not None else "--ray-address"))
+            raise UserError(
+                f"--eval-backend {eval_backend} contradicts "
+                + ("--eval-url" if eval_url is not None else "--ray-address")
+            )
         kind = eval_backend
     if kind is None:
         return {}
@@ -71,18 +73,23 @@ def read_token(token_env: str) -> str | None:
     return token or None
 
 
-def open_backend(cfg: BackendConfig, device: str, workers: int | None, options: EvalOptions,
-                 gpus: list[str] | None = None) -> EvalBackend:
+def open_backend(
+    cfg: BackendConfig, device: str, workers: int | None, options: EvalOptions, gpus: list[str] | None = None
+) -> EvalBackend:
     """An open backend for `device`; the caller closes it. `gpus` picks local GPUs by id."""
     if gpus is not None and cfg.kind != "local":
         raise UserError(f"choosing GPUs by id applies to the local backend, not {cfg.kind}")
     if cfg.kind == "local":
         return EvalPool(device=device, workers=workers, options=options, gpus=gpus)
     if cfg.kind == "ray":
-        from kernelsmith.serve.ray_pool import RayPool
+        from kernelsmith.evaluate.backends.ray import RayPool
 
         return RayPool(device=device, workers=workers, options=options, address=cfg.ray_address)
-    from kernelsmith.serve.remote import RemoteBackend
+    from kernelsmith.evaluate.backends.remote import RemoteBackend
 
-    return RemoteBackend(cfg.url, token=read_token(cfg.token_env), options=options.model_copy(update={"device": device}),
-                         concurrency=cfg.concurrency)
+    return RemoteBackend(
+        cfg.url,
+        token=read_token(cfg.token_env),
+        options=options.model_copy(update={"device": device}),
+        concurrency=cfg.concurrency,
+    )

@@ -33,8 +33,16 @@ class RemoteBackend:
     # torch.compile, a worker restart.
     GRACE = 900.0
 
-    def __init__(self, url: str, token: str | None = None, options: EvalOptions | None = None,
-                 concurrency: int = 16, attempts: int = 6, queue_wait: float = 3600.0, backoff_max: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        options: EvalOptions | None = None,
+        concurrency: int = 16,
+        attempts: int = 6,
+        queue_wait: float = 3600.0,
+        backoff_max: float = 30.0,
+    ):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UserError(f"--eval-url {url!r}: use http://HOST:PORT or https://HOST:PORT")
@@ -47,8 +55,9 @@ class RemoteBackend:
         self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
         info = self.health()  # unreachable or wrong service: one clear line now, not later
         if info.get("device") not in (None, self.options.device):
-            raise UserError(f"the evaluation service at {self.url} evaluates on {info.get('device')}, "
-                            f"not {self.options.device}")
+            raise UserError(
+                f"the evaluation service at {self.url} evaluates on {info.get('device')}, not {self.options.device}"
+            )
         self.workers = int(info.get("workers") or 1)
 
     # -- EvalBackend ---------------------------------------------------------------------------
@@ -72,12 +81,17 @@ class RemoteBackend:
 
     # -- HTTP ----------------------------------------------------------------------------------
     def _evaluate(self, task: Task, source: str, opts: EvalOptions) -> EvalResult:
-        body = {"task_source": task.source, "task_name": task.name, "candidate_source": source,
-                **opts.model_dump(mode="json")}
+        body = {
+            "task_source": task.source,
+            "task_name": task.name,
+            "candidate_source": source,
+            **opts.model_dump(mode="json"),
+        }
         return EvalResult.model_validate(self._request("POST", "/v1/evaluate", body, opts.timeout + self.GRACE))
 
-    def _request(self, method: str, path: str, body: dict | None, read_timeout: float,
-                 attempts: int | None = None) -> dict:
+    def _request(
+        self, method: str, path: str, body: dict | None, read_timeout: float, attempts: int | None = None
+    ) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.token:
@@ -93,14 +107,20 @@ class RemoteBackend:
                 detail = _detail(exc)
                 if exc.code == 429:  # a full queue is not a failure: wait as told
                     if time.monotonic() > queue_deadline:
-                        raise UserError(f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s")
+                        raise UserError(
+                            f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s"
+                        ) from None
                     time.sleep(_retry_after(exc, 1.0) + random.uniform(0, 0.5))
                     continue
                 if exc.code == 401:
-                    raise UserError(f"the evaluation service at {self.url} refused the token "
-                                    "(set the variable that backend.token_env names)") from None
+                    raise UserError(
+                        f"the evaluation service at {self.url} refused the token "
+                        "(set the variable that backend.token_env names)"
+                    ) from None
                 if exc.code < 500:
-                    raise UserError(f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}") from None
+                    raise UserError(
+                        f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}"
+                    ) from None
                 failures += 1
                 reason = f"HTTP {exc.code}: {detail}"
                 wait = _retry_after(exc, None)
@@ -109,9 +129,15 @@ class RemoteBackend:
                 reason = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
                 wait = None
             if failures >= (attempts or self.attempts):
-                raise UserError(f"the evaluation service at {self.url} is unreachable or failing after "
-                                f"{failures} attempts: {reason}")
-            time.sleep(wait if wait is not None else min(self.backoff_max, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+                raise UserError(
+                    f"the evaluation service at {self.url} is unreachable or failing after "
+                    f"{failures} attempts: {reason}"
+                )
+            time.sleep(
+                wait
+                if wait is not None
+                else min(self.backoff_max, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.0)
+            )
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:
