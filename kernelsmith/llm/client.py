@@ -1,15 +1,14 @@
 """An async client for OpenAI-compatible chat endpoints: retries, bounded concurrency, cost.
 
-The openai library's own retries are turned off so that one place decides what is retried
-(429, 5xx, timeouts, dropped connections), how long to wait (exponential backoff with jitter
-from a seeded RNG, or the server's Retry-After), and what a failure looks like to a user
+The openai library's own retries are turned off so that one tenacity policy decides what is
+retried (429, 5xx, timeouts, dropped connections), how long to wait (exponential backoff with
+jitter from a seeded RNG, or the server's Retry-After), and what a failure looks like to a user
 (one line naming the endpoint and the last error).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import random
 import time
@@ -18,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import openai
+import tenacity
 from openai.types.chat import ChatCompletion
 
 from kernelsmith.errors import UserError
 from kernelsmith.llm.config import LLMConfig, ModelSpec
+from kernelsmith.retry import failure, parse_retry_after
 
-# A server asking for a longer pause than this is treated as asking for this much.
-_MAX_RETRY_AFTER_S = 600.0
 # The preflight check should fail fast even when a request may take minutes.
 _CHECK_TIMEOUT_S = 30.0
 _DETAIL_CHARS = 300
@@ -129,25 +128,19 @@ def _not_a_completion(url: str, spec: ModelSpec, answer: object) -> LLMRequestEr
     )
 
 
+def _retryable(exc: BaseException) -> bool:
+    """429, 408 (a server-side timeout), 5xx, timeouts and dropped connections are worth another try;
+    401/403 and the other 4xx (the request itself is wrong) are not."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 429) or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # includes timeouts
+
+
 def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """Seconds the server asked us to wait (Retry-After-Ms / Retry-After), if it said."""
+    """Seconds the server asked us to wait (Retry-After-Ms, else Retry-After), if it said."""
     headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return min(max(float(value) * scale, 0.0), _MAX_RETRY_AFTER_S)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            when = email.utils.parsedate_to_datetime(value).timestamp()
-        except (TypeError, ValueError):
-            return None
-        return min(max(when - time.time(), 0.0), _MAX_RETRY_AFTER_S)
-    return None
+    wait = parse_retry_after(headers.get("retry-after-ms"), unit=1e-3)
+    return wait if wait is not None else parse_retry_after(headers.get("retry-after"))
 
 
 class LLMClient:
@@ -157,7 +150,7 @@ class LLMClient:
         self,
         config: LLMConfig,
         seed: int = 0,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
         self.usage = Usage()
@@ -194,6 +187,27 @@ class LLMClient:
         ceiling = min(cfg.backoff_max, cfg.backoff_base * 2.0 ** min(retry, 60))
         return ceiling * self._jitter_rng.uniform(0.5, 1.0)
 
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        """The server's Retry-After if it gave one, else the backoff for this retry."""
+        exc = failure(retry_state)
+        if isinstance(exc, openai.APIStatusError) and (wait := _retry_after(exc)) is not None:
+            return wait
+        if retry_state.attempt_number > self.config.max_retries:
+            # tenacity asks for the wait before it sees the attempts are spent: no sleep follows,
+            # so draw no jitter (the stream must not depend on a give-up).
+            return 0.0
+        return self._backoff(retry_state.attempt_number - 1)
+
+    def _retrying(self) -> tenacity.AsyncRetrying:
+        """The retry policy of one request: max_retries more tries of the retryable failures."""
+        return tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(_retryable),
+            stop=tenacity.stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+
     async def complete(self, messages: list[dict], model: ModelSpec | None = None) -> Completion:
         """One chat completion, retried on 429/5xx/timeouts/dropped connections."""
         spec = model if model is not None else self.pick_model(self._model_rng)
@@ -210,36 +224,36 @@ class LLMClient:
             params["max_tokens"] = max_tokens
 
         attempts = 0
-        while True:
+
+        async def attempt() -> tuple[object, float]:
+            nonlocal attempts
             attempts += 1
-            wait: float | None = None
-            try:
-                async with self._semaphore:
-                    started = time.perf_counter()
-                    response = await client.chat.completions.create(**params)
-                    latency = time.perf_counter() - started
-                break
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status in (401, 403):
-                    raise LLMAuthError(f"the LLM endpoint at {url} refused the API key (HTTP {status})") from None
-                if status not in (408, 429) and status < 500:  # 408 is a server-side timeout
-                    raise LLMRequestError(
-                        f"the LLM endpoint at {url} rejected the request for model "
-                        f"{spec.name!r} ({_status_detail(exc)})"
-                    ) from None
-                last_error = _status_detail(exc)
-                wait = _retry_after(exc)
-            except openai.APIConnectionError as exc:  # includes timeouts
-                last_error = _connection_detail(exc, cfg.timeout)
-            except openai.APIResponseValidationError as exc:
-                raise _not_a_completion(url, spec, exc.body) from None
-            if attempts > cfg.max_retries:
-                raise LLMUnavailable(
-                    f"gave up on the LLM endpoint at {url} (model {spec.name!r}) after "
-                    f"{attempts} attempts; last error: {last_error}"
-                )
-            await self._sleep(wait if wait is not None else self._backoff(attempts - 1))
+            async with self._semaphore:  # held for the request, not for the waits between tries
+                started = time.perf_counter()
+                response = await client.chat.completions.create(**params)
+                return response, time.perf_counter() - started
+
+        def gave_up(last_error: str) -> LLMUnavailable:
+            return LLMUnavailable(
+                f"gave up on the LLM endpoint at {url} (model {spec.name!r}) after "
+                f"{attempts} attempts; last error: {last_error}"
+            )
+
+        try:
+            response, latency = await self._retrying()(attempt)
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if _retryable(exc):
+                raise gave_up(_status_detail(exc)) from None
+            if status in (401, 403):
+                raise LLMAuthError(f"the LLM endpoint at {url} refused the API key (HTTP {status})") from None
+            raise LLMRequestError(
+                f"the LLM endpoint at {url} rejected the request for model {spec.name!r} ({_status_detail(exc)})"
+            ) from None
+        except openai.APIConnectionError as exc:  # includes timeouts
+            raise gave_up(_connection_detail(exc, cfg.timeout)) from None
+        except openai.APIResponseValidationError as exc:
+            raise _not_a_completion(url, spec, exc.body) from None
 
         # A URL that is not a chat endpoint (an HTML page, a proxy) can still answer 200.
         if not isinstance(response, ChatCompletion) or not isinstance(getattr(response, "choices", None), list):

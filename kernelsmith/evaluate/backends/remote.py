@@ -1,8 +1,8 @@
 """A client of `kernelsmith serve` that is an `EvalBackend`: the search and the GRPO reward use it
 by URL, so that proposals and evaluations run on different machines.
 
-Standard library HTTP only (one thread per request in flight): an evaluation takes seconds, so a
-connection per request costs nothing that matters, and the client needs no extra package.
+Standard library HTTP (one thread per request in flight): an evaluation takes seconds, so a
+connection per request costs nothing that matters. The retry policy is tenacity's.
 """
 
 from __future__ import annotations
@@ -14,15 +14,78 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import tenacity
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.retry import failure, parse_retry_after
 from kernelsmith.task import Task
 
 _DROPPED = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException, OSError)
+# The service's Retry-After is a queue estimate; a longer one is waited out in steps of this.
+_MAX_RETRY_AFTER_S = 60.0
+
+
+def _full(exc: BaseException | None) -> bool:
+    """A full queue (429): not a failure, waited out until the queue deadline."""
+    return isinstance(exc, urllib.error.HTTPError) and exc.code == 429
+
+
+def _retryable(exc: BaseException) -> bool:
+    """A full queue, a 5xx or a dropped connection; not 401 or another 4xx (the request is wrong)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code == 429 or exc.code >= 500
+    return isinstance(exc, _DROPPED)
+
+
+def _retry_after_header(exc: BaseException | None) -> str | None:
+    return exc.headers.get("Retry-After") if isinstance(exc, urllib.error.HTTPError) and exc.headers else None
+
+
+class _RetryPolicy:
+    """One request's tenacity policy: a full queue (429) is waited out as told (Retry-After, plus
+    up to 0.5 s of jitter) until `queue_wait` seconds after the start; a 5xx or a dropped
+    connection is a failure, retried after the server's Retry-After or an exponential backoff
+    with jitter (0.5 s doubling, at most `backoff_max`), until `attempts` failures."""
+
+    def __init__(
+        self, attempts: int, queue_wait: float, backoff_max: float, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.attempts, self.backoff_max = attempts, backoff_max
+        self.queue_deadline = time.monotonic() + queue_wait
+        self.failures = 0
+        self.retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_retryable),
+            after=self._count,
+            wait=self._wait,
+            stop=self._stop,
+            sleep=sleep,
+            reraise=True,
+        )
+
+    def _count(self, retry_state: tenacity.RetryCallState) -> None:
+        if not _full(failure(retry_state)):
+            self.failures += 1
+
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        exc = failure(retry_state)
+        header = _retry_after_header(exc)
+        if _full(exc):
+            return parse_retry_after(header, 1.0, cap=_MAX_RETRY_AFTER_S) + random.uniform(0, 0.5)
+        wait = parse_retry_after(header, cap=_MAX_RETRY_AFTER_S)
+        if wait is not None:
+            return wait
+        return min(self.backoff_max, 0.5 * 2 ** (self.failures - 1)) * random.uniform(0.5, 1.0)
+
+    def _stop(self, retry_state: tenacity.RetryCallState) -> bool:
+        if _full(failure(retry_state)):
+            return time.monotonic() > self.queue_deadline
+        return self.failures >= self.attempts
 
 
 class RemoteBackend:
@@ -32,6 +95,8 @@ class RemoteBackend:
     # Time the service may spend beyond the candidate's own timeout (queueing aside): baselines,
     # torch.compile, a worker restart.
     GRACE = 900.0
+    # How the retry policy waits between tries (tests record the waits instead).
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)
 
     def __init__(
         self,
@@ -96,48 +161,37 @@ class RemoteBackend:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        queue_deadline = time.monotonic() + self.queue_wait
-        failures = 0
-        while True:
+        policy = _RetryPolicy(attempts or self.attempts, self.queue_wait, self.backoff_max, self._sleep)
+
+        def attempt() -> dict:
             req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-            try:
-                with self._opener.open(req, timeout=read_timeout) as resp:
-                    return json.loads(resp.read())
-            except urllib.error.HTTPError as exc:
-                detail = _detail(exc)
-                if exc.code == 429:  # a full queue is not a failure: wait as told
-                    if time.monotonic() > queue_deadline:
-                        raise UserError(
-                            f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s"
-                        ) from None
-                    time.sleep(_retry_after(exc, 1.0) + random.uniform(0, 0.5))
-                    continue
-                if exc.code == 401:
-                    raise UserError(
-                        f"the evaluation service at {self.url} refused the token "
-                        "(set the variable that backend.token_env names)"
-                    ) from None
-                if exc.code < 500:
-                    raise UserError(
-                        f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}"
-                    ) from None
-                failures += 1
-                reason = f"HTTP {exc.code}: {detail}"
-                wait = _retry_after(exc, None)
-            except _DROPPED as exc:
-                failures += 1
-                reason = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
-                wait = None
-            if failures >= (attempts or self.attempts):
-                raise UserError(
-                    f"the evaluation service at {self.url} is unreachable or failing after "
-                    f"{failures} attempts: {reason}"
-                )
-            time.sleep(
-                wait
-                if wait is not None
-                else min(self.backoff_max, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.0)
+            with self._opener.open(req, timeout=read_timeout) as resp:
+                return json.loads(resp.read())
+
+        def gave_up(reason: str) -> UserError:
+            return UserError(
+                f"the evaluation service at {self.url} is unreachable or failing after "
+                f"{policy.failures} attempts: {reason}"
             )
+
+        try:
+            return policy.retrying(attempt)
+        except urllib.error.HTTPError as exc:
+            detail = _detail(exc)
+            if exc.code == 429:
+                raise UserError(f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s") from None
+            if exc.code == 401:
+                raise UserError(
+                    f"the evaluation service at {self.url} refused the token "
+                    "(set the variable that backend.token_env names)"
+                ) from None
+            if exc.code < 500:
+                raise UserError(
+                    f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}"
+                ) from None
+            raise gave_up(f"HTTP {exc.code}: {detail}") from None
+        except _DROPPED as exc:
+            raise gave_up(str(getattr(exc, "reason", None) or exc) or type(exc).__name__) from None
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:
@@ -149,11 +203,3 @@ def _detail(exc: urllib.error.HTTPError) -> str:
     if isinstance(detail, list):  # FastAPI's validation errors
         return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail)
     return str(detail or exc.reason or "")
-
-
-def _retry_after(exc: urllib.error.HTTPError, default: float | None) -> float | None:
-    value = exc.headers.get("Retry-After") if exc.headers else None
-    try:
-        return min(60.0, max(0.0, float(value))) if value is not None else default
-    except ValueError:
-        return default
