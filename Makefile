@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # install your CUDA build of torch first, then `pip install -e .`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint install clean
+.PHONY: demo test unit lint install clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ demo: $(STAMP)
 # rely on their order). A run that collects no test exits 5, which fails the target.
 test: lint
 	$(PY) -m pytest -q -n auto --dist loadfile tests
+
+# The unit tests alone (tests/unit: no sandbox, subprocess or server): seconds.
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
 
 # Code health, before any test: the package's layers point one way (import-linter, contract in
 # pyproject.toml), ruff's lint and format.
