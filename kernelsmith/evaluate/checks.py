@@ -121,15 +121,12 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     return Comparison(False, max_abs, max_rel, message)
 
 
-def flatten_outputs(obj) -> list | None:
-    """A forward's result as a flat list of leaves; None when it holds something unexpected."""
+def flatten_outputs(obj) -> list:
+    """A forward's result as a flat list of leaves (tuples and lists opened, in order)."""
     if isinstance(obj, (tuple, list)):
         out: list = []
         for item in obj:
-            leaves = flatten_outputs(item)
-            if leaves is None:
-                return None
-            out += leaves
+            out += flatten_outputs(item)
         return out
     return [obj]
 

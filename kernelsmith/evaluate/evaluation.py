@@ -54,7 +54,7 @@ class Evaluation:
         self.opts = opts
         self.t0 = time.monotonic()
         self.stages = StageSeconds()
-        self.base = dict(
+        self.base: dict[str, object] = dict(
             device=judge.device,
             gpu_name=judge.gpu_name,
             gpu_uuid=judge.gpu_uuid,
@@ -74,6 +74,7 @@ class Evaluation:
         self.own_names: set[str] = set()
         self.ref_activity = Activity()
         self.device_activity = False
+        self.deadline = self.t0 + opts.timeout  # reset when the candidate's clock starts (_load)
 
     def verdict(self, status: Status, error: str | None = None, **extra) -> EvalResult:
         self.stages.total = time.monotonic() - self.t0
@@ -140,6 +141,19 @@ class Evaluation:
         return msg
 
     def _run(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> EvalResult:
+        """The stages in order; each raises _Verdict (or SandboxFailure) to end the evaluation."""
+        self._load(sb, task_source, candidate_source)
+        cached = self._baselines()
+        self._correctness(sb)
+        t_corr = time.monotonic()
+        cand = self._time(sb)
+        clock = self._batch(sb, cand)
+        self.stages.timing = time.monotonic() - t_corr
+        return self._final(cand, clock, cached)
+
+    def _load(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> None:
+        """A warm sandbox, its containment checked, the job sent; the reference built here while
+        the sandbox imports the candidate and builds ModelNew."""
         j, opts, stages = self.j, self.opts, self.stages
         # Waiting for a sandbox to start is the evaluator's time, not the candidate's: on a
         # busy machine a start can take longer than a short candidate time limit.
@@ -169,9 +183,13 @@ class Evaluation:
         except Exception as exc:
             raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
         self._wait(sb, "load")
-        t_load = time.monotonic()
-        stages.load = t_load - self.t0 - stages.static - stages.worker_wait
+        stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait
 
+    def _baselines(self) -> bool:
+        """The reference's (and torch.compile's) timings, cached per task and GPU; the task's own
+        notes. Returns whether they came from the cache."""
+        j, opts, stages = self.j, self.opts, self.stages
+        t_load = time.monotonic()
         self.baseline, cached = j.baselines(self.task, self.task_hash, self.ref_model, opts)
         self.ref_activity = Activity.from_message(self.baseline.get("activity") or {})
         if self.baseline.get("aliases_input"):
@@ -182,21 +200,18 @@ class Evaluation:
                 f"the reference runs {ref_t.median_ms * 1e3:.3g} us: launch and "
                 "synchronisation overhead dominate its speedups"
             )
-        t_base = time.monotonic()
-        stages.baseline = t_base - t_load
+        stages.baseline = time.monotonic() - t_load
         self.deadline += stages.baseline  # the judge's own time is not the candidate's
+        return cached
 
-        for i in range(opts.trials):
+    def _correctness(self, sb: SandboxHandle) -> None:
+        """Every trial on fresh inputs; the operator rule over what they ran."""
+        t_base = time.monotonic()
+        for i in range(self.opts.trials):
             self._trial(sb, i)
-        stages.correctness = time.monotonic() - t_base
+        self.stages.correctness = time.monotonic() - t_base
         if self.flags.get(Flag.no_custom_kernel):
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
-
-        t_corr = time.monotonic()
-        cand = self._time(sb)
-        clock = self._batch(sb, cand)
-        stages.timing = time.monotonic() - t_corr
-        return self._final(cand, clock, cached)
 
     def _trial(self, sb: SandboxHandle, i: int) -> None:
         j, opts = self.j, self.opts
@@ -230,7 +245,8 @@ class Evaluation:
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
         if not cmp.ok:
             raise _Verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}")
-        self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, cmp.err_l2)] if self.err_l2 else list(cmp.err_l2 or [])
+        errs = cmp.err_l2 or []
+        self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, errs)] if self.err_l2 else list(errs)
 
     def _operators(
         self, act: Activity, where: str, python_launches: int, calls: int, harness: frozenset[str] = frozenset()

@@ -215,7 +215,7 @@ class Judge:
         with torch.no_grad():
             return model(*inputs)
 
-    def batch_overhead(self, task, ref_out, weights: list, calls: int) -> tuple[float, set[str]]:
+    def batch_overhead(self, task, ref_out, weights: list, calls: int) -> tuple[float, frozenset[str]]:
         """Per call, what the sandbox's batch loop does besides forward (refill the inputs, take
         the checksums), timed here in the judge's own process, and the device kernels that work
         launches (not the candidate's)."""

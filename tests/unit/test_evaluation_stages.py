@@ -1,0 +1,114 @@
+"""Stages of one evaluation (kernelsmith/evaluate/evaluation.py) driven by a fake judge and a fake
+sandbox handle: no sandbox process, no GPU, no Triton."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from kernelsmith.evaluate import containment
+from kernelsmith.evaluate.evaluation import Evaluation, _Verdict
+from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.result import Status
+from kernelsmith.evaluate.verdict import Flag
+
+TASK = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+def get_inputs():
+    return [torch.ones(4)]
+def get_init_inputs():
+    return []
+"""
+
+
+class FakeJudge:
+    device, gpu_name, gpu_uuid, torch_version = "cpu", "none", None, "test"
+    SANDBOX_START_LIMIT = 5.0
+    spares: list = []
+
+    def __init__(self):
+        ns: dict = {}
+        exec(TASK, ns)
+        self.module = types.SimpleNamespace(**ns)
+
+
+class FakeSandbox:
+    """Replies with scripted messages; records what the evaluation sent."""
+
+    def __init__(self, replies: list[dict], plan: containment.Plan | None = None):
+        self.replies, self.sent = list(replies), []
+        self.info = {"device_activity": False}
+        self.workdir = "/nonexistent"
+        self.plan = plan or containment.Plan(device="cpu", mode="auto", on={"bwrap": "x"})
+
+    def wait_ready(self, deadline):
+        return None
+
+    def containment(self):
+        return self.plan
+
+    def send(self, msg):
+        self.sent.append(msg)
+
+    def wait(self, deadline, memory_limit, stage):
+        return self.replies.pop(0)
+
+
+def _evaluation(**opts) -> Evaluation:
+    ev = Evaluation(FakeJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu", **opts))
+    ev.task = ev.j.module
+    return ev
+
+
+@pytest.mark.parametrize(
+    "reply, status",
+    [
+        ({"op": "error", "kind": "compile_error", "error": "SyntaxError"}, Status.compile_error),
+        ({"op": "error", "kind": "runtime_error", "error": "boom"}, Status.runtime_error),
+        ({"op": "error", "kind": "correct", "error": "I am fine"}, Status.runtime_error),  # may only claim a failure
+    ],
+)
+def test_a_sandbox_error_ends_the_evaluation_with_its_failure_never_a_success(reply, status):
+    ev = _evaluation()
+    with pytest.raises(_Verdict) as info:
+        ev._wait(FakeSandbox([reply]), "load")
+    assert info.value.status is status
+
+
+def test_load_sends_the_job_and_records_containment_and_stage_time():
+    ev = _evaluation()
+    sb = FakeSandbox([{"op": "loaded"}])
+    ev._load(sb, TASK, "class ModelNew: pass")
+    assert sb.sent and sb.sent[0]["op"] == "job" and sb.sent[0]["candidate_source"] == "class ModelNew: pass"
+    assert ev.base["containment"]["layers"]["bwrap"].startswith("on")
+    assert ev.stages.load >= 0 and ev.ref_model is not None
+
+
+def test_load_refuses_in_strict_mode_when_a_layer_failed():
+    ev = _evaluation()
+    plan = containment.Plan(device="cpu", mode="strict", off={"seccomp": "failed: no filter"})
+    with pytest.raises(containment.ContainmentError, match="strict"):
+        ev._load(FakeSandbox([{"op": "loaded"}], plan), TASK, "class ModelNew: pass")
+
+
+def test_correctness_runs_every_trial_then_rejects_work_done_by_no_own_kernel():
+    ev = _evaluation(trials=3)
+    seen = []
+    ev._trial = lambda sb, i: seen.append(i)  # the trials themselves are tested end to end
+    ev._correctness(FakeSandbox([]))
+    assert seen == [0, 1, 2] and ev.stages.correctness >= 0
+    ev.flags[Flag.no_custom_kernel] = "none of its kernels ran"
+    with pytest.raises(_Verdict) as info:
+        ev._correctness(FakeSandbox([]))
+    assert info.value.status is Status.rejected and "none of its kernels ran" in (info.value.error or "")
+
+
+def test_the_verdict_carries_the_base_facts_and_stages():
+    ev = _evaluation()
+    r = ev.verdict(Status.incorrect, "trial 1 of 5: off")
+    assert r.status is Status.incorrect and not r.correct and not r.success
+    assert r.task_hash == "t" * 16 and r.candidate_hash == "c" * 16 and r.stages.total >= 0
