@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.errors import CandidateError
+from kernelsmith.identity import program_hash
 from kernelsmith.task import read_source, top_level_names
 
 TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
@@ -117,4 +117,5 @@ class Candidate:
 
     @property
     def hash(self) -> str:
-        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()[:16]
+        """The program identity (kernelsmith.identity): comments and formatting do not count."""
+        return program_hash(self.source)

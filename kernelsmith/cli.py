@@ -12,6 +12,7 @@ from rich.table import Table
 
 from kernelsmith.cli_errors import check_paths, fail, print_error
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
+from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
@@ -40,11 +41,6 @@ def _root(
     ),
 ) -> None:
     """Evolve fast, verified GPU kernels for PyTorch operators."""
-
-
-class Device(str, Enum):
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 class Mutator(str, Enum):

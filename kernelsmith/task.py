@@ -7,7 +7,6 @@ process asks; executing the file happens only in evaluation processes (see `load
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib.util
 import sys
 import types
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.errors import TaskError
+from kernelsmith.identity import program_hash
 
 
 def read_source(path: Path, what: str, error: type[Exception]) -> str:
@@ -73,8 +73,9 @@ class Task:
 
     @property
     def hash(self) -> str:
-        """Content hash: the same operator text gives the same hash wherever the file lives."""
-        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()[:16]
+        """The program identity (kernelsmith.identity): the same operator, however formatted or
+        commented and wherever the file lives, gives the same hash."""
+        return program_hash(self.source)
 
 
 def load_module(source: str, filename: Path, module_name: str) -> types.ModuleType:

@@ -26,9 +26,10 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def variant(tag: str, sleep_s: float = 0.0) -> str:
-    """The honest softmax with a distinguishing comment (a new hash, the same kernel), and
-    optionally a sleep in forward so that an evaluation lasts long enough to be interrupted."""
-    code = SOFTMAX_HONEST.read_text() + f"\n# variant {tag}\n"
+    """The honest softmax with a distinguishing module constant (a new program hash, the same
+    kernel: a comment would not do, kernelsmith.identity), and optionally a sleep in forward so
+    that an evaluation lasts long enough to be interrupted."""
+    code = SOFTMAX_HONEST.read_text() + f"\nVARIANT = {tag!r}\n"
     if sleep_s:
         code = code.replace(
             "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",

@@ -205,7 +205,8 @@ def test_a_child_identical_to_its_parent_is_no_step(tmp_path):
             ("real", "rewrite", "seed", "correct", 1.5, [], CODE_D.replace("x + 1", "x + 1.0")),
         ],
     )
-    assert made["same"].code_hash != made["seed"].code_hash  # not equal as text: as syntax trees
+    # not equal as text, equal as syntax trees: the stored program identity says so
+    assert made["same"].code != made["seed"].code and made["same"].code_hash == made["seed"].code_hash
     result = build_sft([tmp_path / "run"])
     assert kept_ids(result) == ids(made, "real")
     assert result.dropped == {"no_llm_messages": 1, "same_as_parent": 2, "gain_below_min": 1}
@@ -247,11 +248,11 @@ def test_a_gain_inside_the_timing_spread_is_noise(tmp_path):
 
 
 def test_near_duplicates_are_one_program(runs):
-    from kernelsmith.evolve.identity import source_hash
+    from kernelsmith.identity import program_hash
 
-    assert source_hash(CODE_D) == source_hash(CODE_D2)
-    assert source_hash(CODE_D) != source_hash(CODE_D.replace("x + 1", "x + 2"))
-    assert source_hash("def broken(:\n  pass  # c\n") == source_hash("def broken(:\n  pass\n")  # text fallback
+    assert program_hash(CODE_D) == program_hash(CODE_D2)
+    assert program_hash(CODE_D) != program_hash(CODE_D.replace("x + 1", "x + 2"))
+    assert program_hash("def broken(:\n  pass  # c\n") == program_hash("def broken(:\n  pass\n")  # text fallback
 
 
 def test_several_runs_order_by_task_and_decontamination_drops_a_task(runs, tmp_path):

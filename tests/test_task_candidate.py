@@ -91,7 +91,9 @@ def test_task_hash_is_stable(tmp_path):
     assert a.hash == b.hash  # same text, wherever it lives and whatever it is called
     assert len(a.hash) == 16 and int(a.hash, 16) >= 0
     assert a.hash == Task.from_source(TASK).hash
-    assert Task.from_source(TASK + "\n# changed\n").hash != a.hash
+    # the program identity: a comment or another layout is the same task, other code is not
+    assert Task.from_source(TASK + "\n# changed\n").hash == a.hash
+    assert Task.from_source(TASK + "\nEXTRA = 1\n").hash != a.hash
 
 
 # -- Candidate static analysis -----------------------------------------------------------------

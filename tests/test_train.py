@@ -283,7 +283,9 @@ def test_reward_fallbacks_flags_clipping_and_diffs():
     # the parent timed out here, so the row's stored 1.5 is the denominator; flagged -> 0; 1e9/1.5 -> clipped
     assert rewards == [pytest.approx(2.0), 0.0, 10.0, 0.0, pytest.approx(2.0), pytest.approx(2.0)], reward.last_batch
     assert reward.last_batch.statuses[3] == "eval_error" and "boom" in reward.last_batch.errors[3]
-    assert backend.calls.count(FAST) == 1 and len(backend.calls) == 6  # 5 distinct programs + the parent
+    # 4 distinct programs + the parent: the diff's child is FAST but for its comments, the same program
+    # by the project's identity (kernelsmith.identity), so it is evaluated once
+    assert backend.calls.count(FAST) == 1 and len(backend.calls) == 5
     assert reward.parent_speedup(reward.task(TASK), PARENT) is None  # the failure is cached: not retried
     reward(completions=[block(4096)], task_source=[TASK], parent_code=[PARENT], parent_speedup=[1.5])
     assert backend.calls.count(PARENT) == 1

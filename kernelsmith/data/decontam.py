@@ -1,6 +1,6 @@
 """Decontamination: keep the tasks of a benchmark suite out of training data.
 
-A task is matched by its normalised source (`kernelsmith.evolve.identity`: the syntax tree without
+A task is matched by its normalised source (`kernelsmith.identity`: the syntax tree without
 docstrings), so a copy that was reformatted, re-indented, commented or given other line endings
 still matches; a task whose code differs (another operator, other sizes) does not.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelsmith.errors import TaskError, UserError
-from kernelsmith.evolve.identity import source_hash
+from kernelsmith.identity import program_hash
 from kernelsmith.task import Task
 
 
@@ -37,11 +37,11 @@ def suite_hashes(path: str | Path) -> set[str]:
         source = _task_source(path)
         if source is None:
             raise UserError(f"{path} is not a task file (it must define Model and get_inputs)")
-        return {source_hash(source)}
+        return {program_hash(source)}
     if not path.is_dir():
         raise UserError(f"task file or directory not found: {path}")
     files = sorted(p for p in path.rglob("*.py") if p.is_file() and "__pycache__" not in p.parts)
-    hashes = {source_hash(source) for source in map(_task_source, files) if source is not None}
+    hashes = {program_hash(source) for source in map(_task_source, files) if source is not None}
     if not hashes:
         raise UserError(f"no task files under {path} (a task file defines Model and get_inputs)")
     return hashes
@@ -49,4 +49,4 @@ def suite_hashes(path: str | Path) -> set[str]:
 
 def is_contaminated(task_source: str, hashes: set[str]) -> bool:
     """Whether the task's normalised source is one of `hashes`."""
-    return source_hash(task_source) in hashes
+    return program_hash(task_source) in hashes

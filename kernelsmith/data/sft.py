@@ -14,7 +14,7 @@ assistant turn. Which steps become rows:
 - Rank: a kept step ranks by its gain, a first step by its speedup (None counts as 0); ties go
   to the earlier (run directory, program id).
 - Duplicates: steps of one task whose code is equal up to comments, whitespace, formatting and
-  docstrings (`kernelsmith.evolve.identity`): the best-ranked one is kept ("duplicate").
+  docstrings (`kernelsmith.identity`): the best-ranked one is kept ("duplicate").
 - Cap (`max_per_task`): per task (by task hash), the best-ranked N rows are kept ("over_task_cap").
 - `exclude` (hashes from `kernelsmith.data.decontam.suite_hashes`): every step of a task whose
   source matches is dropped ("excluded_task"), before any other rule.
@@ -25,6 +25,7 @@ Rows come out sorted by task name, run directory, program id.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +33,8 @@ from kernelsmith.data.decontam import is_contaminated
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import Status
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.program import Program
+from kernelsmith.identity import program_hash
 
 FIRST, IMPROVEMENT = "first", "improvement"
 DROP_REASONS = (
@@ -108,6 +109,8 @@ def _rank(step: Step, kind: str) -> tuple:
 
 def sft_row(step: Step, kind: str) -> dict:
     p = step.program
+    if p.messages is None:
+        raise ValueError(f"program {p.id} has no LLM messages: only LLM steps become SFT rows")
     return {
         "messages": [*p.messages, {"role": "assistant", "content": p.response}],
         "meta": {
@@ -129,7 +132,10 @@ def sft_row(step: Step, kind: str) -> dict:
 
 
 def build_sft(
-    run_dirs: list[str | Path], min_gain: float = 1.0, max_per_task: int | None = None, exclude: set[str] | None = None
+    run_dirs: Sequence[str | Path],
+    min_gain: float = 1.0,
+    max_per_task: int | None = None,
+    exclude: set[str] | None = None,
 ) -> SftResult:
     """The SFT rows of the runs (rules in the module docstring)."""
     if min_gain < 0:
@@ -158,7 +164,7 @@ def build_sft(
         seen: set[str] = set()
         unique = []
         for step, kind in steps:
-            key = source_hash(step.program.code or "")
+            key = program_hash(step.program.code or "")
             if key in seen:
                 drop(step, "duplicate")
             else:

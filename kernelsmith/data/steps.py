@@ -7,13 +7,14 @@ works while the search is still writing to it (WAL lets a reader see the committ
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.errors import UserError
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
+from kernelsmith.identity import program_hash
 
 _TASK_META = ("task_name", "task_hash", "task_source")
 
@@ -44,7 +45,7 @@ class Step:
         """The parent's program again, up to formatting, comments and docstrings: no step at all."""
         if self.parent is None or self.parent.code is None or self.program.code is None:
             return False
-        return source_hash(self.program.code) == source_hash(self.parent.code)
+        return program_hash(self.program.code) == program_hash(self.parent.code)
 
     @property
     def parent_speedup(self) -> float | None:
@@ -103,14 +104,15 @@ def read_run(run_dir: str | Path) -> Run:
     store = RunStore.open_readonly(run_dir)
     try:
         meta = {key: store.get_meta(key) for key in _TASK_META}
-        missing = [key for key, value in meta.items() if value is None]
-        if missing:
+        task, task_hash, task_source = (meta[key] for key in _TASK_META)
+        if task is None or task_hash is None or task_source is None:
+            missing = [key for key, value in meta.items() if value is None]
             raise UserError(f"{run_dir} records no task ({', '.join(missing)} missing from its meta table)")
         return Run(
             run_dir=str(run_dir),
-            task=meta["task_name"],
-            task_hash=meta["task_hash"],
-            task_source=meta["task_source"],
+            task=task,
+            task_hash=task_hash,
+            task_source=task_source,
             programs=tuple(store.all()),
             best=store.best(),
         )
@@ -120,7 +122,7 @@ def read_run(run_dir: str | Path) -> Run:
         store.close()
 
 
-def read_runs(run_dirs: list[str | Path]) -> list[Run]:
+def read_runs(run_dirs: Sequence[str | Path]) -> list[Run]:
     """Each run directory once (the same directory named twice is read once), in the order given."""
     runs, seen = [], set()
     for run_dir in run_dirs:
@@ -131,6 +133,6 @@ def read_runs(run_dirs: list[str | Path]) -> list[Run]:
     return runs
 
 
-def read_steps(run_dirs: list[str | Path]) -> list[Step]:
+def read_steps(run_dirs: Sequence[str | Path]) -> list[Step]:
     """Every stored program of the runs as a Step."""
     return [step for run in read_runs(run_dirs) for step in run.steps()]

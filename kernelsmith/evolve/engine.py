@@ -6,7 +6,7 @@ the same run directory resumes: the archive is rebuilt from the store and only t
 not yet stored are run, so every iteration exists exactly once whatever was killed when.
 
 A child whose code is that of a program already stored in the run (up to formatting, comments and
-docstrings: `kernelsmith.evolve.identity`), its parent most often, is not evaluated again: it takes
+docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
 that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
 as an iteration.
 """
@@ -29,12 +29,12 @@ from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
-from kernelsmith.evolve.identity import source_hash
 from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate
+from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
 
@@ -100,6 +100,10 @@ class Engine:
     # ---- setting up and resuming
     def _claim_run_dir(self) -> None:
         stored = self.store.get_meta("task_hash")
+        source = self.store.get_meta("task_source")
+        if stored is not None and stored != self.task.hash and source and program_hash(source) == self.task.hash:
+            self.store.set_meta("task_hash", self.task.hash)  # a store of a version that hashed the raw text
+            stored = self.task.hash
         if stored is not None and stored != self.task.hash:
             name = self.store.get_meta("task_name")
             raise UserError(f"{self.run_dir} holds a run of another task ({name}); choose another --run-dir")
@@ -113,20 +117,19 @@ class Engine:
     def _rebuild(self) -> None:
         """Replay the stored programs into the archive, in the order they were stored."""
         for row in self.store.archive_rows():
-            pid, iteration, island, status, flags, score, descriptors, has_code, skeleton, config = row
-            ok = is_success(status, flags)
-            self.counts[shown_status(status, flags)] += 1
-            self._admit(pid, iteration, island, has_code, score, ok, descriptors)
-            self.tuning.record(skeleton, config, score)
-            if iteration > 0:
+            ok = is_success(row.status, row.flags)
+            self.counts[shown_status(row.status, row.flags)] += 1
+            self._admit(row.id, row.iteration, row.island, row.has_code, row.score, ok, row.descriptors)
+            self.tuning.record(row.skeleton, row.config, row.score)
+            if row.iteration > 0:
                 self.since_best += 1
                 self.done += 1
-            if ok and (self.best is None or score > self.best.score):
-                self.best = self.store.get(pid)
+            if ok and (self.best is None or row.score > self.best.score):
+                self.best = self.store.get(row.id)
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
         for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.evaluated.setdefault(source_hash(code), pid)
+            self.evaluated.setdefault(program_hash(code), pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -150,21 +153,24 @@ class Engine:
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
     async def _evaluate(self, program: Program) -> Program:
-        twin = self.evaluated.get(source_hash(program.code))
+        code = program.code
+        if code is None:
+            raise ValueError("only a program with code is evaluated")
+        twin = self.evaluated.get(program_hash(code))
         twin_eval = self.store.get(twin).eval if twin is not None else None
         reused = EvalResult.model_validate(twin_eval) if twin_eval is not None else None
         # The same program again: a second timing would only add noise. Only a verdict about the
         # program is reused (the service's cache rule: not a timeout, not a lost worker).
         if reused is not None and reused.about_the_candidate:
             program.with_verdict(reused)
-            program.eval[REUSED_FROM] = twin
+            program.eval = {**(program.eval or {}), REUSED_FROM: twin}
         else:
             try:
-                result = await asyncio.wrap_future(self.backend.submit(self.task, program.code))
+                result = await asyncio.wrap_future(self.backend.submit(self.task, code))
             except TaskError as exc:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
-        program.descriptors = describe(program.code, program.eval, self.cfg.archive.features)
+        program.descriptors = describe(code, program.eval, self.cfg.archive.features)
         annotate(program)
         return program
 
@@ -230,6 +236,8 @@ class Engine:
                 history=history,
             )
         )
+        if self.llm is None:
+            raise UserError("this search has no LLM (the tuner alone), yet an LLM operator was chosen")
         model = self.llm.pick_model(rng)
         reply = await self.llm.complete(messages, model)
         program = Program(
@@ -271,8 +279,8 @@ class Engine:
     def _record(self, p: Program) -> Program:
         self.store.add(p)
         self.counts[shown_status(p.status, p.flags)] += 1
-        if p.code is not None:
-            self.evaluated.setdefault(source_hash(p.code), p.id)
+        if p.code is not None and p.id is not None:
+            self.evaluated.setdefault(program_hash(p.code), p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score)
         improved = p.ok and (self.best is None or p.score > self.best.score)
@@ -318,7 +326,7 @@ class Engine:
             self.hardware = await asyncio.wrap_future(self.backend.hardware())
             self.store.set_meta("hardware", self.hardware)
         else:  # nothing left to run: do not start a judge only to ask
-            self.hardware = self.store.get_meta("hardware")
+            self.hardware = self.store.get_meta("hardware") or {}
         try:
             if 0 not in stored:
                 await self._iteration(0)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import asdict, dataclass, field
 
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evaluate.verdict import is_success
+from kernelsmith.identity import program_hash
 
 NO_PROGRAM = "no_program"  # the reply held no usable program; nothing was evaluated
 
@@ -25,20 +24,6 @@ FLAGGED_SCORE = 0.05  # correct but flagged (a cheat: torch doing the work, a fo
 # The key, in a program's stored `eval` record, of the program whose verdict it copied: the store
 # has no column for it and no migrations, and `eval` is the free-form record of the verdict.
 REUSED_FROM = "reused_from"
-
-
-def normalized_code(code: str) -> str:
-    """Code with comments, blank lines and trailing spaces dropped: equal programs hash equal."""
-    lines = []
-    for line in code.splitlines():
-        line = re.sub(r"\s+#.*$", "", line).rstrip() if "#" in line else line.rstrip()
-        if line.strip() and not line.lstrip().startswith("#"):
-            lines.append(line)
-    return "\n".join(lines)
-
-
-def code_hash(code: str) -> str:
-    return hashlib.sha256(normalized_code(code).encode()).hexdigest()[:16]
 
 
 def score_of(status: str, flags: list[str], speedup: float | None) -> float:
@@ -81,7 +66,7 @@ class Program:
 
     @property
     def code_hash(self) -> str | None:
-        return code_hash(self.code) if self.code is not None else None
+        return program_hash(self.code) if self.code is not None else None
 
     @property
     def reused_from(self) -> int | None:

@@ -15,6 +15,7 @@ from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
+from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress
 from kernelsmith.task import Task
@@ -115,7 +116,7 @@ def check_resume(task: Task, run_dir: Path) -> None:
             store.close()
     except (UserError, sqlite3.DatabaseError):
         return  # the engine reports an unusable store
-    if stored_hash is None or stored_hash == task.hash or not stored:
+    if stored_hash is None or stored_hash == task.hash or not stored or program_hash(stored) == task.hash:
         return
     try:
         now_small, was_small = shrink(stored) == task.source, shrink(task.source) == stored

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.errors import UserError
@@ -83,6 +84,22 @@ _COLS = (
     "score",
     "created_at",
 )
+
+
+@dataclass(frozen=True)
+class ArchiveRow:
+    """A stored program as the archive and the tuner replay it on resume (no code, no messages)."""
+
+    id: int
+    iteration: int
+    island: int
+    status: str
+    flags: list[str]
+    score: float
+    descriptors: dict
+    has_code: bool
+    skeleton: str | None
+    config: dict | None
 
 
 class RunStore:
@@ -212,21 +229,20 @@ class RunStore:
             return self._query("SELECT * FROM programs ORDER BY id DESC LIMIT ?", (n,))
         return self._query("SELECT * FROM programs WHERE island = ? ORDER BY id DESC LIMIT ?", (island, n))
 
-    def archive_rows(self) -> list[tuple]:
-        """(id, iteration, island, status, flags, score, descriptors, code is not null, skeleton,
-        config) in id order: what the archive and the tuner need, without the heavy columns."""
+    def archive_rows(self) -> list[ArchiveRow]:
+        """Every program in id order, as the archive and the tuner need it, without the heavy columns."""
         return [
-            (
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                json.loads(r[4]),
-                r[5],
-                json.loads(r[6]),
-                bool(r[7]),
-                r[8],
-                json.loads(r[9]) if r[9] else None,
+            ArchiveRow(
+                id=r[0],
+                iteration=r[1],
+                island=r[2],
+                status=r[3],
+                flags=json.loads(r[4]),
+                score=r[5],
+                descriptors=json.loads(r[6]),
+                has_code=bool(r[7]),
+                skeleton=r[8],
+                config=json.loads(r[9]) if r[9] else None,
             )
             for r in self.db.execute(
                 "SELECT id, iteration, island, status, flags, score, descriptors, "

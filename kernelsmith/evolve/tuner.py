@@ -18,15 +18,17 @@ Values computed at run time, kernel parameter defaults and anything `@triton.aut
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import random
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
+
+from kernelsmith.identity import program_hash
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = (1, 2, 3, 4, 5)
@@ -95,7 +97,7 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
             jit |= name in ("jit", "triton.jit")
             if name in ("autotune", "triton.autotune", "heuristics", "triton.heuristics"):
                 autotuned |= name.endswith("autotune")
-                preset |= {s.evaluated_value for s in m.findall(dec, m.SimpleString())}
+                preset |= {cast(cst.SimpleString, s).evaluated_value for s in m.findall(dec, m.SimpleString())}
         if not jit:
             continue
         constexprs = frozenset(
@@ -103,7 +105,7 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
             for p in _params_of(fn)
             if p.annotation is not None and _dotted(p.annotation.annotation).endswith("constexpr")
         )
-        calls = [c.func for c in m.findall(fn.body, m.Call())]
+        calls = [cast(cst.Call, c).func for c in m.findall(fn.body, m.Call())]
         dot = any(_dotted(f).rsplit(".", 1)[-1] == "dot" for f in calls)
         callees = {f.value for f in calls if isinstance(f, cst.Name)}
         found[fn.name.value] = (constexprs, frozenset(preset), autotuned, dot, callees)
@@ -118,8 +120,9 @@ class _Launches(cst.CSTVisitor):
     """Launch sites `K[grid](...)` in source order, each with its innermost enclosing function."""
 
     def __init__(self, module: cst.Module, kernels: dict[str, _Kernel]) -> None:
-        self.kernels, self.scopes = kernels, [module]
-        self.sites: list[tuple[str, cst.Call, cst.CSTNode]] = []
+        self.kernels = kernels
+        self.scopes: list[cst.Module | cst.FunctionDef] = [module]
+        self.sites: list[tuple[str, cst.Call, cst.Module | cst.FunctionDef]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self.scopes.append(node)
@@ -173,7 +176,7 @@ class _Bindings(cst.CSTVisitor):
         return not isinstance(node, cst.Lambda)
 
 
-def _scope_bindings(scope: cst.CSTNode) -> dict[str, list[cst.Integer | None]]:
+def _scope_bindings(scope: cst.Module | cst.FunctionDef) -> dict[str, list[cst.Integer | None]]:
     b = _Bindings()
     if isinstance(scope, cst.FunctionDef):
         for p in _params_of(scope):
@@ -224,7 +227,11 @@ def _analyze(code: str) -> _Analysis:
         site_count[kname] += 1
         label = kname if site_count[kname] == 1 else f"{kname}#{site_count[kname]}"
         bindings = bindings_of.setdefault(id(scope), _scope_bindings(scope))
-        grid = [n for element in call.func.slice for n in m.findall(element, m.Integer())]
+        grid = [
+            cast(cst.Integer, n)
+            for element in cast(cst.Subscript, call.func).slice
+            for n in m.findall(element, m.Integer())
+        ]
         literals = [
             a.value
             for a in call.args
@@ -300,7 +307,7 @@ def skeleton_hash(code: str) -> str:
     """Hash of the code with every tunable literal masked: programs differing only in tuned values share it."""
     an = _analyze(code)
     masked = an.module.visit(_Replace({id(n): cst.Name(_MASK) for ns in an.nodes.values() for n in ns})).code
-    return hashlib.sha256(masked.encode()).hexdigest()[:16]
+    return program_hash(masked)
 
 
 def apply_config(code: str, config: dict[str, int]) -> str:

@@ -9,17 +9,13 @@ from enum import Enum
 import typer
 
 from kernelsmith.cli_errors import fail, size_flag
+from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 
 
 class ServeBackend(str, Enum):
     local = "local"
     ray = "ray"
-
-
-class ServeDevice(str, Enum):
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 def serve_cmd(
@@ -30,7 +26,7 @@ def serve_cmd(
     backend: ServeBackend = typer.Option(
         ServeBackend.local, help="local: judge processes here; ray: Ray actors, one per GPU"
     ),
-    device: ServeDevice = typer.Option(ServeDevice.cuda, help="cuda, or cpu (Triton interpreter)"),
+    device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     ray_address: str | None = typer.Option(
         None, help="Ray cluster to join (e.g. auto, ray://head:10001) \\[default: start one here]"

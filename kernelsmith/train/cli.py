@@ -7,7 +7,6 @@ are imported only when a command runs, so `kernelsmith --help` stays fast and wo
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 
 import typer
@@ -15,6 +14,7 @@ from rich.console import Console
 
 from kernelsmith.cli_errors import user_errors
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
+from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 
 train_app = typer.Typer(
@@ -23,11 +23,6 @@ train_app = typer.Typer(
     help="Post-train a model on the search's data: SFT, then GRPO with the speedup reward.",
 )
 console = Console()
-
-
-class EvalDevice(str, Enum):
-    cuda = "cuda"
-    cpu = "cpu"
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -106,7 +101,7 @@ def grpo_command(
     beta: float = typer.Option(0.0, "--beta", min=0.0, help="KL weight to the starting model."),
     lora: bool = typer.Option(True, "--lora/--no-lora"),
     lora_r: int = typer.Option(16, "--lora-r", min=1),
-    device: EvalDevice = typer.Option(EvalDevice.cuda, "--device", help="Where the reward's evaluations run."),
+    device: Device = typer.Option(Device.cuda, "--device", help="Where the reward's evaluations run."),
     workers: int | None = typer.Option(
         None, "--workers", min=1, help="Evaluation workers (default: one per visible GPU, 1 on the CPU)."
     ),

@@ -15,7 +15,6 @@ this evaluator so that both numbers come from the same machine; if that fails, t
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,6 +27,7 @@ from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.evaluate.verdict import is_success as verdict_success
 from kernelsmith.evolve.edits import EditError, apply_reply
+from kernelsmith.identity import program_hash
 from kernelsmith.task import Task
 
 NO_PROGRAM = "no_program"  # the reply held nothing apply_reply could turn into a program
@@ -87,10 +87,6 @@ def is_success(result: EvalResult) -> bool:
     return result.success and result.speedup is not None
 
 
-def _code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode("utf-8")).hexdigest()[:16]
-
-
 def _column(values: list | None, n: int) -> list:
     return list(values) if values is not None else [None] * n
 
@@ -117,7 +113,7 @@ class SpeedupReward:
 
     def parent_speedup(self, task: Task, parent_code: str) -> float | None:
         """The cached re-measurement of a parent (None: it failed here, or it was never measured)."""
-        return self._parents.get((task.hash, _code_hash(parent_code)))
+        return self._parents.get((task.hash, program_hash(parent_code)))
 
     def __call__(
         self,
@@ -142,7 +138,7 @@ class SpeedupReward:
         # 1. every program and every parent not yet measured is submitted before anything is awaited
         programs: list[tuple[Task, str] | None] = [None] * n
         errors: list[str | None] = [None] * n
-        pending: dict[tuple[str, str], Future] = {}  # (task hash, code) -> candidate verdict
+        pending: dict[tuple[str, str], Future] = {}  # (task hash, program hash) -> candidate verdict
         parents: dict[tuple[str, str], Future] = {}  # (task hash, parent code hash) -> parent verdict
         for i in range(n):
             t = self.task(task_source[i], names[i])
@@ -154,10 +150,10 @@ class SpeedupReward:
                 errors[i] = str(exc)
                 continue
             programs[i] = (t, code)
-            if (t.hash, code) not in pending:
-                pending[(t.hash, code)] = self.backend.submit(t, code, self.options)
+            if (t.hash, program_hash(code)) not in pending:
+                pending[(t.hash, program_hash(code))] = self.backend.submit(t, code, self.options)
             if parent is not None:
-                key = (t.hash, _code_hash(parent))
+                key = (t.hash, program_hash(parent))
                 if key not in self._parents and key not in parents:
                     parents[key] = self.backend.submit(t, parent, self.options)
 
@@ -170,15 +166,17 @@ class SpeedupReward:
         # 3. score
         items = []
         for i in range(n):
-            if programs[i] is None:
+            entry = programs[i]
+            if entry is None:
                 items.append(Scored(status=NO_PROGRAM, reward=0.0, error=errors[i]))
                 continue
-            t, code = programs[i]
+            t, code = entry
             base = None
-            if parent_code[i] is not None:
-                base = self._parents.get((t.hash, _code_hash(parent_code[i])))
+            parent = parent_code[i]
+            if parent is not None:
+                base = self._parents.get((t.hash, program_hash(parent)))
                 base = base if base is not None else parent_speedup[i]
-            items.append(self._score(verdicts[(t.hash, code)], base))
+            items.append(self._score(verdicts[(t.hash, program_hash(code))], base))
         self.last_batch = RewardBatch(items=items, evaluations=len(pending), parent_evaluations=len(parents))
         self._log(log_extra, log_metric)
         return [s.reward for s in items]
@@ -205,8 +203,9 @@ class SpeedupReward:
                 flags=[f.value for f in result.flags],
                 error=result.error,
             )
+        speedup = result.speedup if result.speedup is not None else 0.0  # a success always has one
         usable = base is not None and math.isfinite(base) and base > 0
-        ratio = result.speedup / base if usable else result.speedup
+        ratio = speedup / base if usable and base is not None else speedup
         reward = min(max(ratio, 0.0), self.max_reward) if math.isfinite(ratio) else 0.0
         return Scored(status=status, reward=reward, speedup=result.speedup, parent_speedup=base if usable else None)
 
