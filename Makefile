@@ -45,11 +45,12 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 # Code health, before any test: the package's layers point one way (import-linter, contract in
-# pyproject.toml), ruff's lint and format.
+# pyproject.toml), ruff's lint and format, pyright (basic).
 lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check kernelsmith tests benchmarks
 	$(VENV)/bin/ruff format --check kernelsmith tests benchmarks
+	$(VENV)/bin/pyright
 
 clean:
 	rm -rf $(VENV) build *.egg-info

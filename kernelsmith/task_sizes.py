@@ -28,7 +28,7 @@ def _assigned_name(stmt: cst.BaseSmallStatement) -> str | None:
     return None
 
 
-def _int_value(node: cst.BaseExpression) -> int | None:
+def _int_value(node: cst.BaseExpression | None) -> int | None:
     """The value of an integer literal (`4096`, `-1`, `1 << 20` is not one), else None."""
     if isinstance(node, cst.Integer):
         return int(node.evaluated_value)
@@ -41,14 +41,14 @@ def _int_value(node: cst.BaseExpression) -> int | None:
     return None
 
 
-def _module_assignments(module: cst.Module) -> dict[str, tuple[int, int, cst.BaseSmallStatement]]:
+def _module_assignments(module: cst.Module) -> dict[str, tuple[int, int, cst.Assign | cst.AnnAssign]]:
     """Module-level `NAME = value` statements: name -> (statement index, index in its line, node)."""
-    found: dict[str, tuple[int, int, cst.BaseSmallStatement]] = {}
+    found: dict[str, tuple[int, int, cst.Assign | cst.AnnAssign]] = {}
     for i, line in enumerate(module.body):
         if isinstance(line, cst.SimpleStatementLine):
             for j, stmt in enumerate(line.body):
                 name = _assigned_name(stmt)
-                if name is not None:
+                if name is not None and isinstance(stmt, (cst.Assign, cst.AnnAssign)):  # always, given a name
                     found[name] = (i, j, stmt)
     return found
 
@@ -57,12 +57,15 @@ def read_cpu_sizes(source: str) -> dict[str, int] | None:
     """The file's CPU_SIZES dict (read without running the file), or None when it has none."""
     sizes = None
     for node in ast.parse(source).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(node, ast.AnnAssign):
-            target = node.target if node.value is not None else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
         if isinstance(target, ast.Name) and target.id == SIZES_NAME:
             try:
-                sizes = ast.literal_eval(node.value)
+                sizes = ast.literal_eval(value)
             except ValueError:
                 raise ValueError(f"{SIZES_NAME} must be a literal dict of names to ints") from None
     if sizes is None:
@@ -93,6 +96,8 @@ def shrink(source: str) -> str:
     for name, small in sizes.items():
         i, j, stmt = assignments[name]
         line = body[i]
+        if not isinstance(line, cst.SimpleStatementLine):  # _module_assignments looks at no other
+            raise TypeError(f"statement {i} is not a simple statement line")
         value = cst.Integer(str(small)) if small >= 0 else cst.UnaryOperation(cst.Minus(), cst.Integer(str(-small)))
         stmts = list(line.body)
         stmts[j] = stmts[j].with_changes(value=value)

@@ -16,6 +16,7 @@ Rows come out sorted by task name, run directory, program id.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def rl_rows(run: Run) -> list[dict]:
     return rows
 
 
-def build_rl(run_dirs: list[str | Path], exclude: set[str] | None = None) -> RlResult:
+def build_rl(run_dirs: Sequence[str | Path], exclude: set[str] | None = None) -> RlResult:
     """The RL prompts of the runs (rules in the module docstring)."""
     result = RlResult(rows=[])
     runs = sorted(read_runs(run_dirs), key=lambda r: (r.task, r.run_dir))

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Bound before candidate code is imported into the sandbox.
-_profiler_enabled = torch._C._autograd._profiler_enabled
+# Bound before candidate code is imported into the sandbox. (torch's stubs lack torch._C._autograd.)
+_profiler_enabled = torch._C._autograd._profiler_enabled  # pyright: ignore[reportAttributeAccessIssue]
 _record_function = torch.profiler.record_function
 _sleep = torch.cuda._sleep
 
@@ -187,9 +187,16 @@ class ActivityRecorder:
         if not _profiler_enabled():
             act.tampered = True  # stopped by someone else: nothing of this window can be trusted
             return
-        try:
-            self.prof.__exit__(None, None, None)
-            events = self.prof.profiler.kineto_results.events()
+        try:  # a missing session or result raises, like any broken one, into the except below
+            prof = self.prof
+            if prof is None:
+                raise RuntimeError("the window was never entered")
+            prof.__exit__(None, None, None)
+            session = prof.profiler
+            results = session.kineto_results if session is not None else None
+            if results is None:
+                raise RuntimeError("the profiler kept no results")
+            events = results.events()
         except Exception:  # stopped and restarted by someone else, or a broken session
             act.tampered = True
             return

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, LiteralString, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from kernelsmith.device import DEVICES
 from kernelsmith.errors import UserError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -76,7 +77,7 @@ class EvalOptions(BaseModel):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        if v not in ("cuda", "cpu"):
+        if v not in DEVICES:
             raise ValueError("device must be 'cuda' or 'cpu'")
         return v
 
@@ -86,12 +87,13 @@ class EvalOptions(BaseModel):
         try:
             return memory_limit_bytes(v)
         except UserError as exc:  # pydantic reports ValueErrors only: a UserError would escape as a crash
-            raise PydanticCustomError("memory_limit", str(exc)) from None
+            raise PydanticCustomError("memory_limit", cast(LiteralString, str(exc))) from None
 
     @model_validator(mode="after")
     def _reps(self) -> EvalOptions:
         if self.min_reps > self.max_reps:
-            raise PydanticCustomError("reps", f"min_reps ({self.min_reps}) is above max_reps ({self.max_reps})")
+            message = f"min_reps ({self.min_reps}) is above max_reps ({self.max_reps})"
+            raise PydanticCustomError("reps", cast(LiteralString, message))
         return self
 
     @property

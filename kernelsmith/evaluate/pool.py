@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Protocol
@@ -88,8 +88,8 @@ class JudgeProcess:
                 ["--fd", str(child.fileno()), "--device", device, "--parent", str(os.getpid())],
                 env=env,
                 pass_fds=[child.fileno()],
-                stdout=log,
-                stderr=log,
+                stdout=log,  # pyright: ignore[reportArgumentType]  # spawn_python infers int; a file is fine
+                stderr=log,  # pyright: ignore[reportArgumentType]  # as stdout
             )
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
@@ -159,7 +159,7 @@ class EvalPool(QueuedPool):
             gpus = gpus if gpus is not None else visible_gpus()
             if not gpus:
                 raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
-            self._slots: list[str | None] = gpu_slots(gpus, workers)
+            self._slots: Sequence[str | None] = gpu_slots(gpus, workers)
         else:
             self._slots = [None] * (workers or 1)
         self._judges: dict[int, JudgeProcess] = {}  # worker index -> its current judge

@@ -13,6 +13,7 @@ import functools
 import io
 import pickle
 from multiprocessing.connection import Connection
+from typing import Any, cast
 
 # torch is imported where tensors are handled, so that the pool side (and the CLI) starts fast.
 
@@ -74,7 +75,8 @@ def encode_tensor(t) -> dict:
         from torch.multiprocessing.reductions import reduce_tensor
 
         t = t.detach()
-        _fn, a = reduce_tensor(t)
+        # torch's stub unions every tensor kind's reduction; a dense CUDA tensor gives the 15-tuple below
+        _fn, a = cast("tuple[Any, tuple[Any, ...]]", reduce_tensor(t))
         # a: cls, size, stride, offset, storage_cls, dtype, device, handle, size_bytes,
         #    offset_bytes, requires_grad, ref_counter_handle, ref_counter_offset, event_handle, event_sync
         return {

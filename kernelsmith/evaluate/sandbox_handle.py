@@ -58,8 +58,8 @@ class SandboxHandle:
                 env=env,
                 pass_fds=[child.fileno()],
                 cwd=self.workdir,
-                stdout=log,
-                stderr=log,
+                stdout=log,  # pyright: ignore[reportArgumentType]  # spawn_python infers int; a file is fine
+                stderr=log,  # pyright: ignore[reportArgumentType]  # as stdout
                 wrapper=wrapper,
             )
         child.close()

@@ -16,10 +16,20 @@ import errno
 import os
 import platform
 import struct
+from typing import TypedDict
+
+
+class _Arch(TypedDict):
+    audit: int
+    seccomp: int
+    x32_bit: int
+    deny: dict[str, int]
+    self_only: dict[str, int]
+
 
 # Per architecture: audit arch, seccomp(2), and the calls to deny / to allow only on ourselves.
-_ARCH = {
-    "x86_64": dict(
+_ARCH: dict[str, _Arch] = {
+    "x86_64": _Arch(
         audit=0xC000003E,
         seccomp=317,
         x32_bit=0x40000000,
@@ -35,7 +45,7 @@ _ARCH = {
         },
         self_only={"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
     ),
-    "aarch64": dict(
+    "aarch64": _Arch(
         audit=0xC00000B7,
         seccomp=277,
         x32_bit=0,

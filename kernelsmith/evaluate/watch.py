@@ -9,6 +9,7 @@ Installed before the candidate is imported.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 
 def _empty_grid(grid) -> bool:
@@ -40,7 +41,7 @@ class LaunchCounter:
     def _patch_triton(self) -> None:
         from triton.runtime.jit import JITFunction
 
-        classes = [JITFunction]
+        classes: list[type[Any]] = [JITFunction]
         try:
             from triton.runtime.interpreter import InterpretedFunction
 

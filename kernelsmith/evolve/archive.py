@@ -64,8 +64,8 @@ class _Ranked:
 class Island:
     members: set[int] = field(default_factory=set)
     grid: dict[tuple[int, ...], Entry] = field(default_factory=dict)  # the best entry per cell
-    best_ok: _Ranked | None = None
-    best_miss: _Ranked | None = None  # nearest misses, for repair while nothing is correct
+    best_ok: _Ranked = field(kw_only=True)  # sized by the archive's config
+    best_miss: _Ranked = field(kw_only=True)  # nearest misses, for repair while nothing is correct
 
 
 class Archive:

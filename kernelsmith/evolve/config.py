@@ -25,20 +25,20 @@ class _Strict(BaseModel):
 
 
 class ArchiveConfig(_Strict):
-    islands: int = Field(2, ge=1)
+    islands: int = Field(default=2, ge=1)
     # Ring migration: every `migration_interval` new programs, each island's best
     # `migration_count` correct programs are copied to the next island (0: never).
-    migration_interval: int = Field(10, ge=0)
-    migration_count: int = Field(1, ge=0)
+    migration_interval: int = Field(default=10, ge=0)
+    migration_count: int = Field(default=1, ge=0)
     # MAP-Elites descriptors (names in kernelsmith.evolve.descriptors.FEATURES) and bins per feature.
     features: list[str] = Field(default_factory=lambda: ["launches", "complexity", "uses_dot"])
-    bins: int = Field(4, ge=2, le=16)
+    bins: int = Field(default=4, ge=2, le=16)
     # Parent selection: with probability exploit_ratio among the island's `elite_k` best
     # (weighted by score), otherwise a random occupied cell of the grid (diversity).
-    elite_k: int = Field(5, ge=1)
-    exploit_ratio: float = Field(0.7, ge=0.0, le=1.0)
-    top_inspirations: int = Field(2, ge=0)
-    diverse_inspirations: int = Field(2, ge=0)
+    elite_k: int = Field(default=5, ge=1)
+    exploit_ratio: float = Field(default=0.7, ge=0.0, le=1.0)
+    top_inspirations: int = Field(default=2, ge=0)
+    diverse_inspirations: int = Field(default=2, ge=0)
 
     @model_validator(mode="after")
     def _known_features(self):
@@ -55,10 +55,10 @@ class OperatorWeights(_Strict):
     `crossover`, and the LLM-free `tune` (launch parameters). With an LLM, `repair` is used
     whenever the parent failed and `translate` when there is no program yet."""
 
-    rewrite: float = Field(1.0, ge=0.0)
-    diff: float = Field(0.0, ge=0.0)
-    crossover: float = Field(0.0, ge=0.0)
-    tune: float = Field(0.0, ge=0.0)
+    rewrite: float = Field(default=1.0, ge=0.0)
+    diff: float = Field(default=0.0, ge=0.0)
+    crossover: float = Field(default=0.0, ge=0.0)
+    tune: float = Field(default=0.0, ge=0.0)
 
     @model_validator(mode="after")
     def _some_weight(self):
@@ -73,19 +73,21 @@ class OperatorWeights(_Strict):
 
 class PromptConfig(_Strict):
     templates_dir: str | None = None  # a folder of templates that replace the bundled ones by name
-    history: int = Field(5, ge=0)  # recent attempts shown with their outcomes
-    error_chars: int = Field(1500, ge=100)  # error text kept per program in a prompt
+    history: int = Field(default=5, ge=0)  # recent attempts shown with their outcomes
+    error_chars: int = Field(default=1500, ge=100)  # error text kept per program in a prompt
 
 
 class EvolveConfig(_Strict):
-    iterations: int = Field(40, ge=0)  # the paper's 40 rounds per task
+    iterations: int = Field(default=40, ge=0)  # the paper's 40 rounds per task
     random_seed: int = 0
-    max_in_flight: int = Field(4, ge=1)  # proposals being written or evaluated at once (at least one per worker)
-    early_stop: int | None = Field(None, ge=1)  # stop after this many iterations without a new best
-    max_cost: float | None = Field(None, ge=0)  # USD, from the per-model prices
-    max_tokens: int | None = Field(None, ge=0)  # prompt + completion tokens
-    time_limit: float | None = Field(None, gt=0)  # seconds of this invocation
-    workers: int | None = Field(None, ge=1)  # evaluation workers (default: one per GPU; 1 on the CPU)
+    max_in_flight: int = Field(
+        default=4, ge=1
+    )  # proposals being written or evaluated at once (at least one per worker)
+    early_stop: int | None = Field(default=None, ge=1)  # stop after this many iterations without a new best
+    max_cost: float | None = Field(default=None, ge=0)  # USD, from the per-model prices
+    max_tokens: int | None = Field(default=None, ge=0)  # prompt + completion tokens
+    time_limit: float | None = Field(default=None, gt=0)  # seconds of this invocation
+    workers: int | None = Field(default=None, ge=1)  # evaluation workers (default: one per GPU; 1 on the CPU)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
     operators: OperatorWeights = Field(default_factory=OperatorWeights)
@@ -137,7 +139,7 @@ def read_config_file(path: str | Path) -> dict:
         raise
     if not isinstance(data, dict):
         raise UserError(f"config file {p}: the top level must be a table of settings")
-    return _expand(data, str(p))
+    return {k: _expand(v, str(p)) for k, v in data.items()}  # _expand of the table, typed as one
 
 
 def _check_sizes(data: dict, where: str) -> None:

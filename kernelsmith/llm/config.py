@@ -16,14 +16,14 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0)
     base_url: str | None = None
     api_key_env: str | None = None
-    price_in: float = Field(0.0, ge=0, description="USD per million prompt tokens")
-    price_out: float = Field(0.0, ge=0, description="USD per million completion tokens")
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, gt=0)
+    price_in: float = Field(default=0.0, ge=0, description="USD per million prompt tokens")
+    price_out: float = Field(default=0.0, ge=0, description="USD per million completion tokens")
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
 
 
 def _default_models() -> list[ModelSpec]:
@@ -37,13 +37,15 @@ class LLMConfig(BaseModel):
 
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_env: str = "OPENAI_API_KEY"
-    api_key_file: str | None = Field(None, description="file whose stripped content is the key; wins over the env var")
+    api_key_file: str | None = Field(
+        default=None, description="file whose stripped content is the key; wins over the env var"
+    )
     models: list[ModelSpec] = Field(default_factory=_default_models, min_length=1)
-    temperature: float = Field(0.6, ge=0)
-    top_p: float = Field(0.95, gt=0, le=1)
-    max_tokens: int | None = Field(None, gt=0)
-    timeout: float = Field(600.0, gt=0, description="seconds per request")
-    max_retries: int = Field(6, ge=0)
-    backoff_base: float = Field(1.0, ge=0)
-    backoff_max: float = Field(60.0, ge=0)
-    concurrency: int = Field(4, ge=1, description="max requests in flight")
+    temperature: float = Field(default=0.6, ge=0)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout: float = Field(default=600.0, gt=0, description="seconds per request")
+    max_retries: int = Field(default=6, ge=0)
+    backoff_base: float = Field(default=1.0, ge=0)
+    backoff_max: float = Field(default=60.0, ge=0)
+    concurrency: int = Field(default=4, ge=1, description="max requests in flight")

@@ -250,6 +250,8 @@ class ScriptedServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            if self._thread is None:
+                raise RuntimeError("the scripted server's thread was never started")
             self._thread.join()
             self._httpd = None
 

@@ -20,12 +20,21 @@ from kernelsmith.evolve.program import Program
 _OPEN_END = 10**9  # the largest descriptor value looked at when naming bins
 
 
+def stored_id(p: Program) -> int:
+    """The id of a program read from a store (the store gives every program it holds one)."""
+    if p.id is None:
+        raise ValueError(f"the program of iteration {p.iteration} has no id: it was never stored")
+    return p.id
+
+
 def replay(programs: list[Program], cfg: ArchiveConfig) -> Archive:
     """The archive after admitting `programs` (in stored order) exactly as the engine does."""
     archive = Archive(cfg)
-    for p in sorted(programs, key=lambda p: p.id):
+    for p in sorted(programs, key=stored_id):
         archive.admit(
-            archive.entry(p.id, p.score, p.ok, p.descriptors) if p.code is not None else None, p.iteration, p.island
+            archive.entry(stored_id(p), p.score, p.ok, p.descriptors) if p.code is not None else None,
+            p.iteration,
+            p.island,
         )
     return archive
 

@@ -19,7 +19,7 @@ from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 from kernelsmith.evolve.store import RunStore
-from kernelsmith.report.archive_view import ArchiveView, archive_view
+from kernelsmith.report.archive_view import ArchiveView, archive_view, stored_id
 
 ERROR_CHARS = 2000  # of an error, in the detail panel
 ERROR_LINE_CHARS = 150  # of its first line, in the table
@@ -119,8 +119,9 @@ def best_of(programs: list[Program]) -> Program | None:
 def _depths(programs: list[Program]) -> dict[int, int]:
     parent = {p.id: p.parent_id for p in programs}
     depth: dict[int, int] = {}
-    for p in sorted(programs, key=lambda p: p.id):  # a parent is always stored before its child
-        depth[p.id] = depth[parent[p.id]] + 1 if parent[p.id] in depth else 0
+    for p in sorted(programs, key=stored_id):  # a parent is always stored before its child
+        up = parent[p.id]
+        depth[stored_id(p)] = depth[up] + 1 if up in depth else 0
     return depth
 
 
@@ -181,7 +182,7 @@ def _config_view(cfg: EvolveConfig) -> dict:
 def _row(p: Program, depth: int) -> ProgramRow:
     first_line = (p.error or "").strip().splitlines()[0] if (p.error or "").strip() else ""
     return ProgramRow(
-        id=p.id,
+        id=stored_id(p),
         iteration=p.iteration,
         island=p.island,
         operator=p.operator,
@@ -237,7 +238,7 @@ def load_run(run_dir: str | Path) -> RunData:
         else:
             config, view = _config_view(cfg), archive_view(programs, cfg.archive)
     best = best_of(programs)
-    by_id = {p.id: p for p in programs}
+    by_id = {stored_id(p): p for p in programs}
     depth = _depths(programs)
     counts: dict[str, int] = {}
     for p in programs:
@@ -254,7 +255,7 @@ def load_run(run_dir: str | Path) -> RunData:
         summary=_summary(run_dir),
         config=config,
         config_error=config_error,
-        programs=[_row(p, depth[p.id]) for p in programs],
+        programs=[_row(p, depth[stored_id(p)]) for p in programs],
         best_id=best.id if best else None,
         status_counts=dict(sorted(counts.items())),
         totals=totals,

@@ -18,6 +18,7 @@ import hmac
 import json
 import math
 import time
+from collections.abc import Sequence
 
 from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -50,8 +51,8 @@ class EvaluateRequest(EvalOptions):
 
     task_source: str = Field(min_length=1, description="the KernelBench-format task file's text")
     candidate_source: str = Field(min_length=1, description="the candidate file's text (defines ModelNew)")
-    task_name: str = Field("task", max_length=200, description="a name for messages")
-    device: str | None = Field(None, description="cuda or cpu; must be the service's device (default)")
+    task_name: str = Field(default="task", max_length=200, description="a name for messages")
+    device: str | None = Field(default=None, description="cuda or cpu; must be the service's device (default)")
 
     @field_validator("device")
     @classmethod
@@ -108,7 +109,7 @@ def validation_detail(errors: list[dict]) -> dict:
     return body
 
 
-async def _send_json(send, status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send(
         {

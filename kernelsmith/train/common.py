@@ -56,7 +56,7 @@ def load_local(path: Path, bf16: bool):
     return model, tokenizer
 
 
-def checkpointing(config_cls, on: bool) -> dict[str, bool]:
+def checkpointing(config_cls, on: bool) -> dict[str, Any]:
     """Activation checkpointing under the name this transformers knows (`gradient_checkpointing`
     is a deprecated alias since 5.x, and TRL's configs default it to True, which warns)."""
     import dataclasses

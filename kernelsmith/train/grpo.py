@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kernelsmith.errors import UserError
 from kernelsmith.train.common import (
@@ -86,7 +86,7 @@ def train_grpo(
     bf16 = auto_bf16(bf16)
     model, tokenizer = load_local(where, bf16)
 
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # pyright: ignore[reportPrivateImportUsage]  # trl's lazy exports
 
     out = Path(out_dir)
     config = GRPOConfig(
@@ -110,7 +110,8 @@ def train_grpo(
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=reward,
+        # TRL's RewardFunc returns list[float | None]; a list[float] is fine (the list is only read).
+        reward_funcs=cast("Callable[..., list[float | None]]", reward),
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kernelsmith.errors import UserError
 from kernelsmith.train.common import (
@@ -17,6 +17,9 @@ from kernelsmith.train.common import (
     summarize,
 )
 from kernelsmith.train.data import sft_dataset
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 def _check_assistant_masks(tokenizer, where: Path) -> None:
@@ -73,7 +76,7 @@ def train_sft(
     if assistant_only_loss:
         _check_assistant_masks(tokenizer, where)
 
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]  # trl's lazy exports
 
     out = Path(out_dir)
     config = SFTConfig(
@@ -104,7 +107,8 @@ def train_sft(
     summary = summarize(trainer, result, out)
     if merge and lora:
         merged = out / "merged"
-        trainer.model.merge_and_unload().save_pretrained(str(merged))
+        peft_model = cast("PeftModel", trainer.model)  # with a peft_config, SFTTrainer wraps the model in PEFT
+        peft_model.merge_and_unload().save_pretrained(str(merged))
         tokenizer.save_pretrained(str(merged))
         summary["merged"] = str(merged)
     return summary

@@ -87,6 +87,8 @@ def open_backend(
         return RayPool(device=device, workers=workers, options=options, address=cfg.ray_address)
     from kernelsmith.evaluate.backends.remote import RemoteBackend
 
+    if cfg.url is None:  # the validator requires it; a config built without validation may lack it
+        raise UserError("backend kind 'service' needs url")
     return RemoteBackend(
         cfg.url,
         token=read_token(cfg.token_env),
