@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 CASES = TESTS / "cases"
-UNIT = TESTS / "unit"  # fast tests, one file per module: `make unit`, or `pytest -m "not e2e"`
+UNIT = TESTS / "unit"  # fast tests, one file per module: `make unit` (`pytest -m "not e2e"` also imports the rest)
 REPO = TESTS.parent
 
 # Set at import, before anything spawns a judge or sandbox (they inherit the environment) and
@@ -46,37 +45,6 @@ def pytest_collection_modifyitems(config, items):
     """Mark every test outside tests/unit `e2e` (sandboxes, subprocesses, HTTP) and those inside it `unit`."""
     for item in items:
         item.add_marker(pytest.mark.unit if Path(item.path).resolve().is_relative_to(UNIT) else pytest.mark.e2e)
-
-
-def _selects_no_e2e(markexpr: str) -> bool:
-    """Whether the -m expression rejects every test marked e2e (and never unit), whatever other
-    markers it has: tried over every truth value of the other names in the expression. Undecided
-    (a marker with arguments, many names, an expression pytest will reject itself): False."""
-    if not markexpr or re.search(r"[^\s(]\(", markexpr):
-        return False
-    try:
-        from _pytest.mark.expression import Expression
-
-        expr = Expression.compile(markexpr)
-    except Exception:
-        return False
-    names = sorted(set(re.findall(r"[^\s()]+", markexpr)) - {"and", "or", "not", "e2e", "unit"})
-    if len(names) > 10:
-        return False
-    for bits in range(2 ** len(names)):
-        on = {"e2e"} | {n for i, n in enumerate(names) if bits >> i & 1}
-        if expr.evaluate(lambda name, _on=on, **kwargs: name in _on):
-            return False
-    return True
-
-
-def pytest_ignore_collect(collection_path, config):
-    """With an -m that selects no e2e test (`-m "not e2e"`), do not import the e2e test modules at
-    all: collecting them takes tens of seconds, to deselect every one."""
-    path = Path(collection_path).resolve()
-    if not path.is_relative_to(TESTS) or path.is_relative_to(UNIT) or UNIT.is_relative_to(path):
-        return None
-    return True if _selects_no_e2e(config.getoption("markexpr", "")) else None
 
 
 def pytest_unconfigure(config):
