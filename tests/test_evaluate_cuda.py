@@ -65,3 +65,16 @@ def test_input_mutation_is_caught(gpu_pool):
     r = gpu_pool.evaluate(SOFTMAX_TASK, ZERO_INPUT)
     assert r.status == Status.incorrect, (r.status, r.error)
     assert "modified its input" in r.error
+
+
+def test_a_compiler_cache_set_in_the_judge_does_not_leak_into_sandboxes(tmp_path, monkeypatch):
+    """torch.compile (the judge's baseline) sets TRITON_CACHE_DIR outside any scratch directory;
+    sandboxes started afterwards must still build the candidate's kernels in their own scratch
+    (Landlock denies the rest): found on the H200 as runtime_error "Permission denied"."""
+    outside = tmp_path / "judge-triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(outside))
+    opts = EvalOptions(device="cuda", timeout=120, trials=2, compile_baseline=False)
+    with EvalPool(device="cuda", workers=1, options=opts) as pool:
+        r = pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON + "\nVARIANT = 'cache-dir'\n")
+    assert r.status == Status.correct, (r.status, r.error)
+    assert not outside.exists() or not any(outside.iterdir())

@@ -25,6 +25,18 @@ class SandboxFailure(Exception):
         self.message = message
 
 
+def sandbox_cache_env(workdir: Path) -> dict[str, str]:
+    """HOME, TMPDIR and the compiler caches of a sandbox, all inside its scratch directory."""
+    return {
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "TRITON_CACHE_DIR": str(workdir / ".triton" / "cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
+        "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
+        "XDG_CACHE_HOME": str(workdir / ".cache"),
+    }
+
+
 class SandboxHandle:
     LOG_TAIL = 3000
 
@@ -33,9 +45,12 @@ class SandboxHandle:
         parent, child = socket.socketpair()
         self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
         self.log_path = logdir / f"sandbox-{os.getpid()}-{time.monotonic_ns()}.log"
-        # A private HOME and TMPDIR: Triton's cache lives there too, so no candidate reads
-        # (or poisons) another's compiled kernels.
-        env = scrubbed_env({"HOME": str(self.workdir), "TMPDIR": str(self.workdir)})
+        # A private HOME and TMPDIR, and every compiler cache inside them, so no candidate reads
+        # (or poisons) another's compiled kernels. Named explicitly: the judge's torch.compile
+        # baseline sets TRITON_CACHE_DIR to /tmp/torchinductor_<user>/triton in the judge's
+        # environment, which sandboxes started later would inherit (Landlock then denied the
+        # candidate's own Triton build there: runtime_error on the H200, 2026-12-03).
+        env = scrubbed_env(sandbox_cache_env(self.workdir))
         env.pop("TRITON_INTERPRET", None)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"

@@ -112,3 +112,20 @@ def test_the_verdict_carries_the_base_facts_and_stages():
     r = ev.verdict(Status.incorrect, "trial 1 of 5: off")
     assert r.status is Status.incorrect and not r.correct and not r.success
     assert r.task_hash == "t" * 16 and r.candidate_hash == "c" * 16 and r.stages.total >= 0
+
+
+def test_every_compiler_cache_of_a_sandbox_is_inside_its_scratch(tmp_path, monkeypatch):
+    from kernelsmith.evaluate.process import scrubbed_env
+    from kernelsmith.evaluate.sandbox_handle import sandbox_cache_env
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/torchinductor_root/triton/0")  # as the judge's torch.compile sets it
+    env = scrubbed_env(sandbox_cache_env(tmp_path))
+    for name in (
+        "HOME",
+        "TMPDIR",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TORCH_EXTENSIONS_DIR",
+        "XDG_CACHE_HOME",
+    ):
+        assert env[name].startswith(str(tmp_path)), (name, env[name])
