@@ -331,22 +331,35 @@ def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_pa
         if "iteration 0" in text:  # the seed is stored: Ctrl-C, as a user would press it
             signal.raise_signal(signal.SIGINT)
 
-    with ScriptedServer([], default=fenced(FAST)) as server:
-        cfg = load_config(
-            None,
-            {
-                "iterations": 4,
-                "max_in_flight": 1,
-                "random_seed": 3,
-                "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
-                "archive": {"islands": 1, "migration_interval": 0},
-                "evaluation": {"device": "cpu"},
-            },
-        )
-        with pytest.raises(KeyboardInterrupt):
-            run_evolve(
-                Task.from_file(TASK), SEED.read_text(), cfg, run, say, backend=cpu_pool, write_report=write_run_report
+    # Python's own Ctrl-C handler, as in a user's `kernelsmith` process: a library that ran earlier
+    # in this test process (Ray's driver, under xdist) may have replaced it, and then nothing raises.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    try:
+        with ScriptedServer([], default=fenced(FAST)) as server:
+            cfg = load_config(
+                None,
+                {
+                    "iterations": 4,
+                    "max_in_flight": 1,
+                    "random_seed": 3,
+                    "llm": {"base_url": server.url, "models": [{"name": "scripted"}], "timeout": 5.0},
+                    "archive": {"islands": 1, "migration_interval": 0},
+                    "evaluation": {"device": "cpu"},
+                },
             )
+            with pytest.raises(KeyboardInterrupt):
+                run_evolve(
+                    Task.from_file(TASK),
+                    SEED.read_text(),
+                    cfg,
+                    run,
+                    say,
+                    backend=cpu_pool,
+                    write_report=write_run_report,
+                )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     store = RunStore.open_readonly(run)
     stored = store.count()
     store.close()
