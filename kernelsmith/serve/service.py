@@ -109,12 +109,19 @@ class EvalService:
 
     def _start(self, key: str, task: Task, source: str, options: EvalOptions) -> tuple[Future, str]:
         """The future of this request's verdict and how it was obtained: 'miss' (a new
-        evaluation), 'joined' (an identical one in flight), 'hit' is handled by the caller."""
+        evaluation), 'joined' (an identical one in flight), or 'hit' (cached since the caller
+        looked: an evaluation that finished in between)."""
         with self._lock:
             fut = self._in_flight.get(key)
             if fut is not None:
                 self.counters.joined += 1
                 return fut, "joined"
+            cached = self.cache.get(key)  # _finished caches before it leaves the in-flight table
+            if cached is not None:
+                self.counters.cache_hits += 1
+                done: Future = Future()
+                done.set_result(EvalResult.model_validate(cached))
+                return done, "hit"
             if len(self._in_flight) >= self.max_queue:
                 self.counters.rejected_full += 1
                 raise QueueFull(self.retry_after())
@@ -125,15 +132,16 @@ class EvalService:
         return fut, "miss"
 
     def _finished(self, key: str, fut: Future, began: float) -> None:
+        """The verdict enters the cache before the request leaves the in-flight table: an identical
+        request arriving meanwhile joins or hits, never evaluates again."""
+        ok = not fut.cancelled() and fut.exception() is None
+        if ok and fut.result().about_the_candidate:
+            self.cache.put(key, fut.result().model_dump(mode="json"))
         with self._lock:
             self._in_flight.pop(key, None)
-            if fut.cancelled() or fut.exception() is not None:
-                return
-            self.counters.evaluated += 1
-            self.counters.eval_seconds += time.monotonic() - began
-        result: EvalResult = fut.result()
-        if result.about_the_candidate:
-            self.cache.put(key, result.model_dump(mode="json"))
+            if ok:
+                self.counters.evaluated += 1
+                self.counters.eval_seconds += time.monotonic() - began
 
     async def evaluate(self, task: Task, candidate_source: str, options: EvalOptions) -> tuple[dict, str]:
         """(the verdict record, 'hit' | 'joined' | 'miss'). Raises QueueFull, or the backend's

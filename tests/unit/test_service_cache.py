@@ -509,3 +509,42 @@ def test_health_reports_the_counters(backend):
     end = svc.health()
     assert end["in_flight"] == 0 and end["evaluated"] == 1 and end["cache_entries"] == 0  # cache off
     assert end["containment"] == {"mode": "fake"} and end["device"] == "cpu"
+
+
+def test_a_verdict_is_cached_before_its_request_leaves_the_in_flight_table(backend, monkeypatch):
+    """No window in which an identical request finds neither the cache nor the evaluation in flight."""
+    svc = service(backend)
+    seen_in_flight: list[int] = []
+    put = svc.cache.put
+
+    def spying_put(key, record):
+        seen_in_flight.append(svc.pending)
+        put(key, record)
+
+    monkeypatch.setattr(svc.cache, "put", spying_put)
+
+    async def run():
+        task = asyncio.create_task(svc.evaluate(TASK, SRC_A, OPTS))
+        await settle()
+        backend.resolve(0, CORRECT)
+        return await task
+
+    drive(run())
+    assert seen_in_flight == [1] and svc.pending == 0
+
+
+def test_a_request_that_missed_the_cache_just_before_it_was_filled_is_a_hit(backend):
+    """The caller looked at the cache, then an identical evaluation finished: _start finds it."""
+    svc = service(backend)
+
+    async def run():
+        first = asyncio.create_task(svc.evaluate(TASK, SRC_A, OPTS))
+        await settle()
+        backend.resolve(0, CORRECT)
+        await first
+        key = request_key(TASK.hash, Candidate(SRC_A).hash, OPTS)
+        fut, how = svc._start(key, TASK, SRC_A, OPTS)  # as if the caller's own cache look had missed
+        return fut.result(), how
+
+    result, how = drive(run())
+    assert how == "hit" and result == CORRECT and len(backend.submitted) == 1
