@@ -35,7 +35,7 @@ ESCAPES = {
     "writes": HERE / "escapes/write_outside.py",
     "signals": HERE / "escapes/kill_processes.py",
     "network": HERE / "escapes/network_loopback.py",
-    "processes": HERE / "candidates/detached_child.py",
+    "processes": HERE / "escapes/detached_setsid.py",
 }
 SECRETS = {"KS_TEST_API_KEY": "sk-redteam-secret-123", "HF_TOKEN": "hf-redteam-456"}
 CANARY = ("KS_REDTEAM_CANARY", "visible-redteam-canary-789")
@@ -139,10 +139,10 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
             row = json.loads(line)
             results[row["candidate"]] = EvalResult.model_validate(row["result"])
     deadline = time.monotonic() + 2.0
-    survivors = _sleepers("sleep 3137")
+    survivors = _sleepers("sleep 4137")
     while survivors and time.monotonic() < deadline:
         time.sleep(0.1)
-        survivors = _sleepers("sleep 3137")
+        survivors = _sleepers("sleep 4137")
     by_name = {name: results.get(str(path)) for name, path in ESCAPES.items()}
     by_name["honest"] = results.get(str(HONEST))
     r = Run(
@@ -157,7 +157,7 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         log=f"driver exit {proc.returncode}\n{proc.stderr[-4000:]}",
     )
     yield r
-    for line in _sleepers("sleep 3137"):
+    for line in _sleepers("sleep 4137"):
         try:
             os.kill(int(line.split(":")[0]), 9)
         except OSError:
