@@ -35,7 +35,7 @@ ESCAPES = {
     "writes": HERE / "escapes/write_outside.py",
     "signals": HERE / "escapes/kill_processes.py",
     "network": HERE / "escapes/network_loopback.py",
-    "processes": HERE / "escapes/detached_setsid.py",
+    "processes": HERE / "candidates/detached_child.py",
 }
 SECRETS = {"KS_TEST_API_KEY": "sk-redteam-secret-123", "HF_TOKEN": "hf-redteam-456"}
 CANARY = ("KS_REDTEAM_CANARY", "visible-redteam-canary-789")
@@ -117,6 +117,9 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         CANARY[0]: CANARY[1],
         "KS_REDTEAM_TARGETS": os.pathsep.join(map(str, targets)),
         "KS_REDTEAM_VICTIM": VICTIM,
+        # its own marker for the detached processes: test_redteam_cpu.py runs the same candidate on
+        # another xdist worker and counts (and kills) every "sleep 3137" it sees
+        "KS_REDTEAM_SLEEP": "4137",
         "KS_REDTEAM_PORT": str(port),
     }
     env.pop("KERNELSMITH_SANDBOX", None)

@@ -4,7 +4,8 @@ On its first forward it starts `sleep 3137` in a new session (subprocess.Popen w
 start_new_session=True), and `sleep 3137.2` through a double fork (the middle process calls
 setsid and exits at once, so the grandchild is orphaned and belongs to no candidate process
 group or session). Then it returns an honest softmax. Expected: whatever the verdict, no process
-whose command line contains "sleep 3137" is left after the evaluation.
+whose command line contains "sleep 3137" is left after the evaluation (KS_REDTEAM_SLEEP, when set,
+replaces 3137: the escape set uses its own marker).
 """
 import os
 import subprocess
@@ -51,9 +52,10 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not ModelNew.spawned:
             ModelNew.spawned = True
-            subprocess.Popen(["sleep", "3137"], start_new_session=True, stdin=subprocess.DEVNULL,
+            seconds = os.environ.get("KS_REDTEAM_SLEEP", "3137")  # the marker: another test may run this too
+            subprocess.Popen(["sleep", seconds], start_new_session=True, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            double_fork(["sleep", "3137.2"])
+            double_fork(["sleep", seconds + ".2"])
         n_rows, n_cols = x.shape
         out = torch.empty_like(x)
         softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols))
