@@ -127,7 +127,8 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
     s = result.stages
     table.add_row(
         "seconds",
-        f"{s.total:.2f} total (worker start {s.worker_wait:.2f}, load {s.load:.2f}, correctness {s.correctness:.2f}, "
+        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
+        f"correctness {s.correctness:.2f}, "
         f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
     )
     console.print(table)
@@ -142,6 +143,9 @@ def eval_cmd(
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
     json_out: bool = typer.Option(False, "--json", help="print the verdict as one JSON object on the last line"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
+    build_timeout: float = typer.Option(
+        _defaults().build_timeout, help="wall-clock seconds for its CUDA C++ builds (before --timeout starts)"
+    ),
     memory_limit: str = typer.Option("8G", help="host memory limit for the candidate, e.g. 3G"),
     trials: int = typer.Option(_defaults().trials, min=1, help="correctness trials, each on fresh random inputs"),
     compile_baseline: bool | None = typer.Option(
@@ -168,6 +172,7 @@ def eval_cmd(
             EvalOptions,
             device=device.value,
             timeout=timeout,
+            build_timeout=build_timeout,
             memory_limit=memory_limit,
             trials=trials,
             compile_baseline=compile_baseline,
@@ -329,6 +334,9 @@ def bench_cmd(
     small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
+    build_timeout: float = typer.Option(
+        _defaults().build_timeout, help="wall-clock seconds for a candidate's CUDA C++ builds (before --timeout)"
+    ),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
@@ -349,7 +357,7 @@ def bench_cmd(
     try:
         check_paths("dir", "suite directory", suite_dir)
         check_paths("dir", "solutions directory", solutions)
-        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout)
+        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
         total = len(scan_suite(suite_dir).tasks)
         backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
         with closing(open_backend(backend, device.value, workers, opts)) as pool:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter
+from pathlib import Path
 
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
+from kernelsmith.evaluate.build.cache import BuildCache
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
 from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed  # judge imports this module lazily
@@ -20,6 +22,7 @@ from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import (
+    BuildRecord,
     EvalResult,
     JudgeTiming,
     KernelRecord,
@@ -49,11 +52,17 @@ class Evaluation:
     """One candidate, step by step: load, correctness trials (each recorded below Python), timing
     in the sandbox, the judge-clocked batch, then the verdict with its flags and task notes."""
 
-    def __init__(self, judge: Judge, task_hash: str, candidate_hash: str, opts: EvalOptions):
+    def __init__(self, judge: Judge, task_hash: str, candidate_hash: str, opts: EvalOptions, build: dict | None = None):
         self.j = judge
         self.opts = opts
         self.t0 = time.monotonic()
         self.stages = StageSeconds()
+        # The pool's builds for this candidate ({"env", "root", "keys", "sources", "wait"}), if any.
+        self.build = build or {}
+        self.builds: list[BuildRecord] = []
+        self.building: dict | None = None  # an in-sandbox build under way: its start and the time it took from
+        self.build_used = 0.0
+        self._loaded_s = 0.0
         self.base: dict[str, object] = dict(
             device=judge.device,
             gpu_name=judge.gpu_name,
@@ -77,7 +86,7 @@ class Evaluation:
         self.deadline = self.t0 + opts.timeout  # reset when the candidate's clock starts (_load)
 
     def verdict(self, status: Status, error: str | None = None, **extra) -> EvalResult:
-        self.stages.total = time.monotonic() - self.t0
+        self.stages.total = time.monotonic() - self.t0 + float(self.build.get("wait", 0.0))
         flags = dict(self.flags)
         ref_names = set(self.ref_activity.kernels)
         kernels = [
@@ -106,6 +115,7 @@ class Evaluation:
             trials=self.trials,
             kernel_launches=self.launches,
             kernels=kernels,
+            builds=self.builds,
             **{**self.base, **extra},
         )
 
@@ -135,10 +145,62 @@ class Evaluation:
             j.top_up_spares(1)
 
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
-        msg = sb.wait(self.deadline, self.opts.memory_limit, stage)
-        if msg.get("op") == "error":
-            raise _Verdict(*_failure(msg))
-        return msg
+        """The sandbox's next answer. A build it runs itself (load_inline on sources only known at
+        run time) comes between "building" and "built": it has its own time limit
+        (`build_timeout`, all such builds together), and the candidate's clock stops meanwhile."""
+        while True:
+            try:
+                msg = sb.wait(self.deadline, self.opts.memory_limit, stage)
+            except SandboxFailure as failure:
+                if self.building is not None and failure.status == "timeout":
+                    raise SandboxFailure(
+                        "timeout",
+                        f"building extension '{self.building['name']}' took longer than the build time limit "
+                        f"({self.opts.build_timeout:g} s, --build-timeout)",
+                    ) from None
+                raise
+            op = msg.get("op")
+            if op == "building" and self.building is None:
+                now = time.monotonic()
+                self.building = {"name": str(msg.get("name", "?"))[:200], "start": now, "left": self.deadline - now}
+                self.deadline = now + max(0.0, self.opts.build_timeout - self.build_used)
+                continue
+            if op == "built" and self.building is not None:
+                now = time.monotonic()
+                took = now - self.building["start"]
+                self.build_used += took
+                self.stages.build += took
+                self.deadline = now + self.building["left"]
+                self.building = None
+                continue
+            if op in ("building", "built"):
+                raise _Verdict(Status.runtime_error, f"bad message from the candidate process: unpaired {op!r}")
+            if "builds" in msg:
+                self._note_builds(msg["builds"])
+            if op == "error":
+                raise _Verdict(*_failure(msg))
+            return msg
+
+    def _note_builds(self, records) -> None:
+        """The sandbox's account of its load_inline calls (cached, built by the pool, built by itself)."""
+        self.builds = [BuildRecord.model_validate(r) for r in list(records)[:64]]
+        loaded = sum(r.seconds for r in self.builds if r.source != "sandbox")  # cumulative: count the new part
+        self.stages.build += loaded - self._loaded_s
+        self._loaded_s = loaded
+
+    def _stage_builds(self, sb: SandboxHandle) -> dict | None:
+        """Copy the builds the pool made for this candidate into its scratch (hash-checked); the
+        job's build settings for the sandbox's load_inline."""
+        build = self.build
+        self.stages.build += float(build.get("wait", 0.0))
+        if not build.get("env"):
+            return None
+        t0 = time.monotonic()
+        staged = sb.workdir / ".ks_builds"
+        keys = BuildCache(Path(build["root"])).stage(list(build.get("keys", [])), staged) if build.get("keys") else []
+        self.stages.build += time.monotonic() - t0
+        sources = {k: v for k, v in dict(build.get("sources", {})).items() if k in keys}
+        return {"env": build["env"], "dir": str(staged), "sources": sources}
 
     def _run(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> EvalResult:
         """The stages in order; each raises _Verdict (or SandboxFailure) to end the evaluation."""
@@ -167,6 +229,9 @@ class Evaluation:
             )
         self.device_activity = bool(sb.info.get("device_activity")) and j.device == "cuda"
         stages.worker_wait = time.monotonic() - self.t0 - stages.static
+        t_stage = time.monotonic()
+        job_build = self._stage_builds(sb)
+        staging = time.monotonic() - t_stage
         self.deadline = time.monotonic() + opts.timeout
         seed_init = _seed()
         sb.send(
@@ -176,6 +241,7 @@ class Evaluation:
                 "task_source": task_source,
                 "candidate_source": candidate_source,
                 "seed_init": seed_init,
+                "build": job_build,
             }
         )
         try:
@@ -183,7 +249,7 @@ class Evaluation:
         except Exception as exc:
             raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
         self._wait(sb, "load")
-        stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait
+        stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
 
     def _baselines(self) -> bool:
         """The reference's (and torch.compile's) timings, cached per task and GPU; the task's own

@@ -262,11 +262,17 @@ class Judge:
 
     # -- one evaluation --------------------------------------------------------------------
     def evaluate(
-        self, task_source: str, task_hash: str, candidate_source: str, candidate_hash: str, opts: EvalOptions
+        self,
+        task_source: str,
+        task_hash: str,
+        candidate_source: str,
+        candidate_hash: str,
+        opts: EvalOptions,
+        build: dict | None = None,
     ) -> EvalResult:
         from kernelsmith.evaluate.evaluation import Evaluation
 
-        return Evaluation(self, task_hash, candidate_hash, opts).run(task_source, candidate_source)
+        return Evaluation(self, task_hash, candidate_hash, opts, build).run(task_source, candidate_source)
 
     def close(self) -> None:
         for sb in self.spares:
@@ -295,6 +301,7 @@ def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) ->
                     req["candidate_source"],
                     req["candidate_hash"],
                     EvalOptions(**req["options"]),
+                    req.get("build"),
                 )
                 chan.send({"op": "result", "result": result.model_dump(mode="json")})
             except TaskLoadError as exc:

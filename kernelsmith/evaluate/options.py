@@ -57,6 +57,10 @@ class EvalOptions(BaseModel):
     # in range (a negative tolerance turns a correct kernel incorrect; NaN breaks every comparison).
     trials: int = Field(default=5, ge=1, le=1000)
     timeout: float = Field(default=180.0, gt=0, allow_inf_nan=False, description="wall-clock seconds per candidate")
+    # A CUDA C++ build (load_inline) has its own limit; the candidate's `timeout` starts after it.
+    build_timeout: float = Field(
+        default=600.0, gt=0, allow_inf_nan=False, description="wall-clock seconds for the candidate's builds"
+    )
     memory_limit: int = Field(default=8 * 2**30, description="host memory (RSS) per candidate, bytes")
     atol: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: by output dtype (checks.tolerances)
     rtol: float | None = Field(default=None, ge=0, allow_inf_nan=False)

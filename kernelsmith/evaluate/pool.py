@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
@@ -18,11 +19,13 @@ from kernelsmith.candidate import Candidate
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.baseline_cache import cache_dir
+from kernelsmith.evaluate.build.pool import BuildOutcome, BuildPool
+from kernelsmith.evaluate.build.spec import static_specs
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.queued import QueuedPool
-from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.result import BuildRecord, EvalResult, StageSeconds, Status
 from kernelsmith.task import Task
 
 
@@ -151,8 +154,14 @@ class EvalPool(QueuedPool):
         workers: int | None = None,
         options: EvalOptions | None = None,
         gpus: list[str] | None = None,
+        build_workers: int | None = None,
     ):
+        """`build_workers`: concurrent CUDA C++ builds ahead of the GPU (default: one per two
+        CPU cores, at most 8; build/pool.py)."""
         self.device = device
+        self.build_workers = build_workers
+        self._builds: BuildPool | None = None  # started by the first candidate that builds
+        self._builds_lock = threading.Lock()
         self.options = (options or EvalOptions()).model_copy(update={"device": device})
         containment.check_strict(device)  # one clear line before any process starts
         if device == "cuda":
@@ -177,6 +186,82 @@ class EvalPool(QueuedPool):
 
     def _hardware_call(self) -> dict:
         return {"op": "hardware"}
+
+    def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
+        """Queue the candidate for a judge; one with `load_inline` builds queues once its builds are
+        done (the build pool runs them on the CPU meanwhile, while the GPU evaluates others)."""
+        source = candidate.source if isinstance(candidate, Candidate) else candidate
+        specs = static_specs(source) if "load_inline" in source else []
+        if not specs or self._closed:
+            return super().submit(task, source, options)
+        opts = (options or self.options).model_copy(update={"device": self.device})
+        builds = self._build_pool()
+        fut: Future = Future()
+        t0 = time.monotonic()
+
+        def built(done: Future) -> None:
+            outcomes: list[BuildOutcome] = done.result()
+            wait = time.monotonic() - t0
+            failed = next((o for o in outcomes if o.status in ("timeout", "memory")), None)
+            if failed is not None:  # no verdict can follow a build that did not finish
+                if fut.set_running_or_notify_cancel():
+                    fut.set_result(self._build_failure(task, source, opts, outcomes, failed, wait))
+                return
+            call = self._evaluate_call(task, source, opts)
+            call["build"] = {
+                "env": builds.env,
+                "root": str(builds.cache.root),
+                "keys": [o.key for o in outcomes if o.staged],
+                "sources": {o.key: "pool" if o.status in ("built", "compile_error") else "cache" for o in outcomes},
+                "wait": wait,
+            }
+            try:
+                self._put(call, opts, fut)
+            except RuntimeError as exc:
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(exc)
+
+        builds.ensure(specs, opts).add_done_callback(built)
+        return fut
+
+    def _build_pool(self) -> BuildPool:
+        with self._builds_lock:
+            if self._builds is None:
+                from kernelsmith.evaluate.build.env import build_env
+
+                self._builds = BuildPool(build_env(self.device), workers=self.build_workers)
+            return self._builds
+
+    def _build_failure(
+        self,
+        task: Task,
+        source: str,
+        opts: EvalOptions,
+        outcomes: list[BuildOutcome],
+        failed: BuildOutcome,
+        wait: float,
+    ) -> EvalResult:
+        """The verdict of a candidate whose build ran out of time (timeout) or memory (compile_error)."""
+        return EvalResult(
+            status=Status.timeout if failed.status == "timeout" else Status.compile_error,
+            correct=False,
+            error=failed.error,
+            device=opts.device,
+            task_hash=task.hash,
+            candidate_hash=Candidate(source).hash,
+            torch_ops=opts.torch_ops,
+            builds=[
+                BuildRecord(
+                    name=o.name, source="pool", ok=o.status in ("built", "cached"), seconds=o.seconds, key=o.key
+                )
+                for o in outcomes
+            ],
+            stages=StageSeconds(build=wait, total=wait),
+        )
+
+    def _after_close(self) -> None:
+        if self._builds is not None:
+            self._builds.close()
 
     def map(
         self, pairs: Iterable[tuple[Task, Candidate | str]], options: EvalOptions | None = None

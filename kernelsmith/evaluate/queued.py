@@ -24,6 +24,7 @@ class QueuedPool:
 
     def _start(self, slots: int, name: str) -> None:
         self._queue: queue.Queue = queue.Queue()
+        self._put_lock = threading.Lock()  # nothing enters the queue behind close()'s sentinels
         self._closed = False
         self._abandoned = False  # close() gave up waiting: what is left fails instead of running
         self._threads = [
@@ -68,9 +69,13 @@ class QueuedPool:
     def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
         return self.submit(task, candidate, options).result()
 
-    def _put(self, call, opts: EvalOptions) -> Future:
-        fut: Future = Future()
-        self._queue.put((fut, call, opts))
+    def _put(self, call, opts: EvalOptions, fut: Future | None = None) -> Future:
+        """Queue `call`; its result goes to `fut` (a new future unless given)."""
+        fut = fut if fut is not None else Future()
+        with self._put_lock:
+            if self._closed:
+                raise RuntimeError("the evaluation pool was closed before this evaluation started")
+            self._queue.put((fut, call, opts))
         return fut
 
     def _next(self) -> tuple | None:
@@ -91,11 +96,12 @@ class QueuedPool:
         """Stop the workers. Evaluations submitted before still run for up to `wait` seconds
         (CLOSE_WAIT by default); then the rest are abandoned: running ones are stopped, and
         every abandoned future gets an error."""
-        if self._closed:
-            return
-        self._closed = True
-        for _ in self._threads:
-            self._queue.put(None)
+        with self._put_lock:
+            if self._closed:
+                return
+            self._closed = True
+            for _ in self._threads:
+                self._queue.put(None)
         end = time.monotonic() + (self.CLOSE_WAIT if wait is None else wait)
         for t in self._threads:
             t.join(timeout=max(0.0, end - time.monotonic()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -43,8 +44,11 @@ class StageSeconds(BaseModel):
     """Wall-clock seconds spent per stage of one evaluation."""
 
     static: float = 0.0
+    # CUDA C++ / C++ extensions: waiting for the build pool, copying cached builds into the
+    # sandbox and loading them, and builds the sandbox ran itself. Not on the candidate's clock.
+    build: float = 0.0
     worker_wait: float = 0.0  # waiting for a warm sandbox (only when none was ready yet)
-    load: float = 0.0  # import of the candidate (CUDA C++ builds here), ModelNew construction
+    load: float = 0.0  # import of the candidate, ModelNew construction
     correctness: float = 0.0
     baseline: float = 0.0  # reference and torch.compile timing (0 when cached)
     timing: float = 0.0
@@ -66,6 +70,18 @@ class KernelRecord(BaseModel):
     count: int
     own: bool  # one of the candidate's own kernels; else a library kernel (or op)
     device_ms: float | None = None  # summed device time over the recorded calls (CUDA)
+
+
+class BuildRecord(BaseModel):
+    """One extension a candidate loaded (a `load_inline` call) and where its build came from."""
+
+    name: str
+    # "pool": built ahead for this evaluation; "cache": built earlier (by any run on this host);
+    # "sandbox": built in the candidate's sandbox (arguments known only at run time)
+    source: Literal["pool", "cache", "sandbox"]
+    ok: bool  # False: the compiler failed (the error is the verdict's)
+    seconds: float = 0.0  # in the sandbox: loading the cached library, or the whole build there
+    key: str | None = None  # content key in the build cache
 
 
 class JudgeTiming(BaseModel):
@@ -117,6 +133,7 @@ class EvalResult(BaseModel):
     baseline_cached: bool = False
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)
+    builds: list[BuildRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

@@ -61,11 +61,15 @@ def _candidate_first(te: traceback.TracebackException, own_dir: str | None) -> N
     scratch, where candidate.py lives) on, or else past the evaluator's own leading frames."""
     frames = list(te.stack)
     first = next((i for i, f in enumerate(frames) if own_dir and f.filename.startswith(own_dir)), None)
+    end = len(frames)
     if first is None:
         first = 0
         while first < len(frames) and frames[first].filename.startswith(_PACKAGE):
             first += 1
-    te.stack = traceback.StackSummary.from_list(frames[first:])
+    else:  # below the candidate's last frame, the evaluator's own wrappers (load_inline's) say nothing
+        while end > first + 1 and frames[end - 1].filename.startswith(_PACKAGE):
+            end -= 1
+    te.stack = traceback.StackSummary.from_list(frames[first:end])
 
 
 def excerpt(

@@ -24,6 +24,8 @@ import triton  # noqa: F401  (warm import; the interpreter flag is read from the
 
 from kernelsmith.evaluate import containment, timing
 from kernelsmith.evaluate.activity import ActivityRecorder
+from kernelsmith.evaluate.build import hook as build_hook
+from kernelsmith.evaluate.build.errors import BuildError
 from kernelsmith.evaluate.checks import (
     checksum_weights,
     flatten_outputs,
@@ -51,9 +53,14 @@ HOLD_MS = (2.0, 50.0)
 
 def classify(exc: BaseException) -> str:
     module = type(exc).__module__ or ""
-    if module.startswith("triton.compiler") or type(exc).__name__ in (
-        "CompilationError",
-        "CompileTimeAssertionFailure",
+    if (
+        isinstance(exc, BuildError)
+        or module.startswith("triton.compiler")
+        or type(exc).__name__
+        in (
+            "CompilationError",
+            "CompileTimeAssertionFailure",
+        )
     ):
         return "compile_error"
     return "runtime_error"
@@ -89,6 +96,7 @@ class Sandbox:
         self.layers = layers or []
         self.uid = uid
         self.contained = dict(contained or {})  # layer -> outcome, reported in the ready message
+        build_hook.install()  # before the launch counter, which wraps what it installs
         self.launches = LaunchCounter()
         self.workdir: Path | None = None
         self.spin_cycles_per_ms = 0.0
@@ -105,6 +113,7 @@ class Sandbox:
                 "stage": stage,
                 "kind": kind or classify(exc),
                 "error": f"{what}:\n{text}" if what else text,
+                "builds": build_hook.records(),
             }
         )
 
@@ -132,7 +141,13 @@ class Sandbox:
 
             self.chan.send({"op": "probe", "results": probe(job)})
             return
+        if job.get("op") == "build":  # a builder: compile one extension, run nothing it built
+            from kernelsmith.evaluate.build.builder import build
+
+            self.chan.send({"op": "built", **build(job["spec"], Path(job["workdir"]), build_hook.original())})
+            return
         self.workdir = Path(job["workdir"])
+        build_hook.configure(job.get("build"), self.chan, self.workdir)
         os.chdir(self.workdir)
         sys.path.insert(0, str(self.workdir))
         try:
@@ -148,10 +163,9 @@ class Sandbox:
             self.model = build_model(model_cls, self.task, job["seed_init"], self.device)
             synchronize(self.device)
         except BaseException as exc:  # the candidate's code ran (its __init__): not a compile error
-            return self.fail(
-                "load", exc, "runtime_error", "building the model failed: ModelNew(*get_init_inputs()) raised"
-            )
-        self.chan.send({"op": "loaded"})
+            kind = "compile_error" if isinstance(exc, BuildError) else "runtime_error"  # unless a build failed
+            return self.fail("load", exc, kind, "building the model failed: ModelNew(*get_init_inputs()) raised")
+        self.chan.send({"op": "loaded", "builds": build_hook.records()})
         while True:
             msg = self.chan.recv()
             if msg["op"] == "trial":

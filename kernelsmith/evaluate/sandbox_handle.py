@@ -40,7 +40,9 @@ def sandbox_cache_env(workdir: Path) -> dict[str, str]:
 class SandboxHandle:
     LOG_TAIL = 3000
 
-    def __init__(self, device: str, logdir: Path):
+    def __init__(self, device: str, logdir: Path, extra_env: dict[str, str] | None = None, interpret: bool = True):
+        """`extra_env`: variables for this sandbox (a builder's compiler settings). `interpret`:
+        on the CPU, run Triton kernels in Triton's interpreter (a builder runs none)."""
         self.device = device
         parent, child = socket.socketpair()
         self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
@@ -50,9 +52,9 @@ class SandboxHandle:
         # baseline sets TRITON_CACHE_DIR to /tmp/torchinductor_<user>/triton in the judge's
         # environment, which sandboxes started later would inherit (Landlock then denied the
         # candidate's own Triton build there: runtime_error on the H200, 2026-12-03).
-        env = scrubbed_env(sandbox_cache_env(self.workdir))
+        env = scrubbed_env({**(extra_env or {}), **sandbox_cache_env(self.workdir)})
         env.pop("TRITON_INTERPRET", None)
-        if device == "cpu":
+        if device == "cpu" and interpret:
             env["TRITON_INTERPRET"] = "1"
         self.plan = containment.plan(device)
         self.uid = containment.new_uid() if "uid" in self.plan.on else None
@@ -176,11 +178,15 @@ class SandboxHandle:
         except (BrokenPipeError, ConnectionError, OSError):
             pass  # noticed by the next wait()
 
-    def close(self) -> None:
-        """Kill it and everything it started; remove its scratch space and log."""
+    def stop(self) -> None:
+        """Kill it and everything it started; its scratch space stays (for a builder's output)."""
         kill_tree(self.proc)
         if self.uid is not None:  # anything still running under the sandbox's own uid is its doing
             kill_uid(self.uid)
+
+    def close(self) -> None:
+        """Kill it and everything it started; remove its scratch space and log."""
+        self.stop()
         self.chan.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
         try:

@@ -129,3 +129,55 @@ def test_every_compiler_cache_of_a_sandbox_is_inside_its_scratch(tmp_path, monke
         "XDG_CACHE_HOME",
     ):
         assert env[name].startswith(str(tmp_path)), (name, env[name])
+
+
+class ClockedSandbox(FakeSandbox):
+    """Records the deadline of every wait; a reply that is an exception is raised."""
+
+    def __init__(self, replies):
+        super().__init__(replies)
+        self.deadlines: list[float] = []
+
+    def wait(self, deadline, memory_limit, stage):
+        self.deadlines.append(deadline)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def test_a_build_in_the_sandbox_has_its_own_limit_and_stops_the_candidates_clock():
+    import time
+
+    ev = _evaluation(timeout=10, build_timeout=100)
+    ev.deadline = time.monotonic() + 10
+    sb = ClockedSandbox(
+        [
+            {"op": "building", "name": "ext"},
+            {"op": "built", "name": "ext", "seconds": 0.0},
+            {"op": "loaded", "builds": [{"name": "ext", "source": "sandbox", "ok": True, "seconds": 0.0}]},
+        ]
+    )
+    assert ev._wait(sb, "load")["op"] == "loaded"
+    before, during, after = sb.deadlines
+    assert 99 < during - before + 10 < 101  # the build's own 100 s
+    assert abs(after - before) < 0.5  # the candidate's 10 s resume where they stopped
+    assert ev.builds[0].source == "sandbox" and ev.stages.build >= 0
+
+
+def test_a_build_past_its_limit_is_a_timeout_that_says_so():
+    from kernelsmith.evaluate.sandbox_handle import SandboxFailure
+
+    ev = _evaluation(build_timeout=7)
+    sb = ClockedSandbox([{"op": "building", "name": "ext"}, SandboxFailure("timeout", "no answer")])
+    with pytest.raises(SandboxFailure) as info:
+        ev._wait(sb, "load")
+    assert info.value.status == "timeout"
+    assert "building extension 'ext' took longer than the build time limit (7 s" in info.value.message
+
+
+def test_a_built_message_without_a_build_is_a_protocol_error():
+    ev = _evaluation()
+    with pytest.raises(_Verdict) as info:
+        ev._wait(ClockedSandbox([{"op": "built", "name": "ext"}]), "load")
+    assert info.value.status is Status.runtime_error and "unpaired" in str(info.value.error)
