@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml Makefile
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; } >/dev/null 2>&1; } || \
 	  echo "note: bubblewrap is not installed: candidate sandboxes run without filesystem and network isolation"
+	@# load_inline candidates (CUDA C++, and C++ on the CPU) are built with the host's C++ compiler.
+	@command -v c++ >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q g++ || { apt-get update -q && apt-get install -y -q g++; }; } >/dev/null 2>&1; } || \
+	  echo "note: no C++ compiler (c++): load_inline candidates and their tests cannot build (apt-get install g++)"
 	@# The HTML report's tests open it in Debian's headless Chromium (driven by selenium).
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q chromium chromium-driver || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null 2>&1; } || \

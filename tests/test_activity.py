@@ -137,6 +137,8 @@ def test_a_stopped_recorder_is_tampered():
         ("cpu", 140.0, 2 * 230.0, 2, 2.0, False),
         ("cpu", 7.1, 6 * (19.8 + 1.3), 6, 1.3, False),  # 2.8x under a parallel test run: noise
         ("cpu", 1e-6, 6 * 170.0, 6, 8.0, True),
+        ("cpu", 0.3775, 6 * (11.79 + 0.5), 6, 0.5, False),  # a native C++ call on two busy cores: the scheduler
+        ("cpu", 1e-6, 6 * (60.0 + 0.5), 6, 0.5, True),  # a forged time of a 60 ms call is still caught
     ],
 )
 def test_judge_clock(device, sandbox_ms, wall_ms, calls, overhead, mismatch):

@@ -40,7 +40,7 @@ def test_an_extension_is_built_ahead_once_and_then_comes_from_the_cache():
         assert pool._builds is not None and pool._builds.started == 1
         for fut in first:
             r = fut.result()
-            assert r.status is Status.correct and r.success, r.error
+            assert r.status is Status.correct and r.success, (r.error, r.flag_details)
             assert [(b.name, b.source, b.ok) for b in r.builds] == [("ks_test_relu_ext", "pool", True)]
             assert r.stages.build > 5  # the pool's build, waited for outside the candidate's clock
     with _pool() as pool:  # a new pool (another run): the cache is on disk

@@ -35,9 +35,12 @@ VERIFIED_CALLS = 8
 # Below ~1 ms a forged time is therefore left to the roofline flag. The CPU (Triton interpreter, a
 # shared 2-core machine in CI) is noisier: an honest
 # elementwise kernel measured 2.8x its sandbox time in a batch under a parallel test run; a forged
-# time there is ~1e-6 ms, so a wide margin still catches it.
+# time there is ~1e-6 ms, so a wide margin still catches it. A native C++ extension call there
+# (tests/cases/cpp) takes ~0.4 ms in the sandbox and measured 11.8 ms a call by the judge's clock
+# (6 calls) with both cores busy: below a few ms the judge's clock measures the scheduler, which
+# the CPU's slack absorbs (interpreted kernels, forged or not, run tens of ms and more).
 MARGIN = {"cuda": 2.0, "cpu": 10.0}
-SLACK_MS = {"cuda": 0.4, "cpu": 0.0}
+SLACK_MS = {"cuda": 0.4, "cpu": 5.0}
 
 
 def batch_calls(device: str, sandbox_ms: float) -> int:

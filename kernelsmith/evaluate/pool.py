@@ -192,7 +192,7 @@ class EvalPool(QueuedPool):
         done (the build pool runs them on the CPU meanwhile, while the GPU evaluates others)."""
         source = candidate.source if isinstance(candidate, Candidate) else candidate
         specs = static_specs(source) if "load_inline" in source else []
-        if not specs or self._closed:
+        if not specs or self._closed or self.build_workers == 0:
             return super().submit(task, source, options)
         opts = (options or self.options).model_copy(update={"device": self.device})
         builds = self._build_pool()
