@@ -99,6 +99,22 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
         "kernels",
         kernels + (f"  ({result.kernel_launches} launches in trials)" if result.kernel_launches is not None else ""),
     )
+    timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
+    if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
+        from kernelsmith.evaluate.breakdown import short_name
+
+        head = f"{_fmt(result.kernel_ms, ' ms', 4)} of kernels per call"
+        rows = [
+            f"{k.share:4.0%} {k.ms:.4g} ms {short_name(k.name, 60)} ({'own' if k.own else 'library'})"
+            for k in timed[:6]
+        ]
+        more = f"\n... {len(timed) - 6} more" if len(timed) > 6 else ""
+        table.add_row("time by kernel", head + "\n" + "\n".join(rows) + more)
+    if result.floor_ms and result.candidate_ms:
+        table.add_row(
+            "roofline floor",
+            f"{result.floor_ms:.4g} ms: the candidate takes {result.candidate_ms / result.floor_ms:.3g}x it",
+        )
     if result.trials:
         worst = max((t.max_abs_err or 0.0) for t in result.trials)
         table.add_row(

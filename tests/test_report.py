@@ -370,3 +370,45 @@ def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_pa
     assert '"stop_reason":"interrupted"' in html
     assert not list(run.glob("*.tmp"))
     assert any(line.startswith("interrupted; summary: ") for line in said), said
+
+
+def test_the_best_program_and_its_parent_show_where_their_time_goes(browser, tmp_path):
+    from conftest import recorded_verdict
+
+    parent_ev, best_ev = recorded_verdict("1_Conv2D_ReLU_BiasAdd"), recorded_verdict("19_ReLU")
+    programs = [
+        Program(iteration=0, island=0, operator="seed", code="x = 0\n", status="correct", speedup=0.9, eval=parent_ev),
+        Program(
+            iteration=1,
+            island=0,
+            operator="rewrite",
+            code="x = 1\n",
+            status="correct",
+            speedup=1.2,
+            parent_id=1,
+            eval=best_ev,
+        ),
+        Program(iteration=2, island=0, operator="rewrite", code="x = 2\n", status="incorrect", parent_id=2, error="no"),
+    ]
+    programs[0].candidate_ms, programs[1].candidate_ms = parent_ev["candidate_ms"], best_ev["candidate_ms"]
+    run = hand_made_run(tmp_path / "run", programs)
+    data = load_run(run)
+    assert [v.id for v in data.profiles] == [2, 1]  # the best, then its parent
+    d = open_page(browser, write_run_report(run))
+    charts = d.find_elements("css selector", "#profiles svg.profile")
+    assert [c.get_attribute("data-id") for c in charts] == ["2", "1"]
+    assert count(d, '#profiles svg.profile[data-id="2"] rect.pbar.own') == 1
+    parent_bars = len(parent_ev["kernels"])
+    assert count(d, '#profiles svg.profile[data-id="1"] rect.pbar') == parent_bars
+    assert count(d, '#profiles svg.profile[data-id="1"] rect.pbar.library') == parent_bars - 1
+    text = d.find_element("id", "profiles").text
+    assert "relu_bias_kernel" in text and "relu_kernel" in text and "ms of kernels in a measured 3.3659 ms" in text
+    widths = [float(r.get_attribute("width")) for r in d.find_elements("css selector", "#profiles rect.pbar")]
+    assert max(widths) > 10 * min(widths)  # one scale for both programs: a 3 ms bar beside a 0.001 ms one
+
+
+def test_a_run_without_kernel_records_says_so(browser, tmp_path):
+    p = Program(iteration=0, island=0, operator="seed", code="x = 0\n", status="correct", speedup=1.0)
+    d = open_page(browser, write_run_report(hand_made_run(tmp_path / "run", [p])))
+    assert count(d, "#profiles svg.profile") == 0
+    assert "recorded for correct programs on CUDA" in d.find_element("id", "profiles").text

@@ -14,6 +14,7 @@ from pathlib import Path
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
+from kernelsmith.evaluate.breakdown import kernel_breakdown
 from kernelsmith.evaluate.build.cache import BuildCache
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
 from kernelsmith.evaluate.containment import ContainmentError
@@ -89,16 +90,12 @@ class Evaluation:
         self.stages.total = time.monotonic() - self.t0 + float(self.build.get("wait", 0.0))
         flags = dict(self.flags)
         ref_names = set(self.ref_activity.kernels)
-        kernels = [
-            KernelRecord(
-                name=k,
-                count=n,
-                device_ms=self.activity.kernel_ns[k] / 1e6,
-                own=k not in ref_names and is_own_kernel(k, self.own_names),
-            )
-            for k, n in self.activity.kernels.most_common(40)
-        ]
-        if not self.activity.kernels:  # CPU: the library compute ops (own kernels are not aten ops)
+        kernels, kernel_ms = kernel_breakdown(
+            self.activity, lambda k: k not in ref_names and is_own_kernel(k, self.own_names)
+        )
+        if self.activity.kernels:
+            extra = {"kernel_ms": kernel_ms, **extra}
+        else:  # CPU: the library compute ops (own kernels are not aten ops)
             kernels = [
                 KernelRecord(name=k, count=n, own=False)
                 for k, n in self.activity.ops.most_common()
@@ -455,10 +452,7 @@ class Evaluation:
             )
         ref_t: TimingStats = self.baseline["reference"]
         comp_t: TimingStats | None = self.baseline["compile"]
-        ref_records = [
-            KernelRecord(name=k, count=n, own=False, device_ms=self.ref_activity.kernel_ns[k] / 1e6)
-            for k, n in self.ref_activity.kernels.most_common(40)
-        ]
+        ref_records, ref_kernel_ms = kernel_breakdown(self.ref_activity, lambda k: False)
         result = self.verdict(
             Status.correct,
             speedup=ref_t.median_ms / cand_ms,
@@ -474,6 +468,7 @@ class Evaluation:
             baseline_cached=cached,
             compile_baseline_error=self.baseline.get("compile_error"),
             reference_kernels=ref_records,
+            reference_kernel_ms=ref_kernel_ms if ref_records else None,
         )
         return result
 

@@ -70,6 +70,11 @@ class KernelRecord(BaseModel):
     count: int
     own: bool  # one of the candidate's own kernels; else a library kernel (or op)
     device_ms: float | None = None  # summed device time over the recorded calls (CUDA)
+    # Per forward call (CUDA; the recorded calls are the correctness trials): launches, device
+    # time, and the kernel's share of the forward's device time.
+    calls: float | None = None
+    ms: float | None = None
+    share: float | None = None
 
 
 class BuildRecord(BaseModel):
@@ -122,6 +127,11 @@ class EvalResult(BaseModel):
     kernel_launches: int | None = None
     kernels: list[KernelRecord] = Field(default_factory=list)  # what ran in forward (correctness trials)
     reference_kernels: list[KernelRecord] = Field(default_factory=list)  # what the reference runs
+    # Device time of all kernels of one forward call (CUDA, from the same records), the
+    # candidate's and the reference's: beside candidate_ms / reference_ms, what is not kernels
+    # (launch gaps, host work) shows.
+    kernel_ms: float | None = None
+    reference_kernel_ms: float | None = None
     activity_source: str | None = None  # "device" (CUPTI), "aten" (RecordFunction) or "python" (fallback)
     # How the sandbox was contained: mode, layers (on / off and why), the five guarantees.
     containment: dict | None = None

@@ -75,6 +75,7 @@ class PromptConfig(_Strict):
     templates_dir: str | None = None  # a folder of templates that replace the bundled ones by name
     history: int = Field(default=5, ge=0)  # recent attempts shown with their outcomes
     error_chars: int = Field(default=1500, ge=100)  # error text kept per program in a prompt
+    profile_chars: int = Field(default=900, ge=100)  # the kernel breakdown of a parent (profile.txt)
 
 
 class EvolveConfig(_Strict):

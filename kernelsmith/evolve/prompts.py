@@ -13,6 +13,7 @@ from pathlib import Path
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.verdict import candidate_flags
 from kernelsmith.evolve.config import PromptConfig
+from kernelsmith.evolve.profile_block import profile_parts
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 
 BUNDLED = Path(__file__).parent / "prompts"
@@ -105,9 +106,19 @@ class PromptBuilder:
         parts += [f"flag {k}: {v}" for k, v in details.items()]
         return "".join("\n" + x for x in parts)
 
-    def program(self, title: str, p: Program) -> str:
+    def profile(self, p: Program) -> str:
+        """Where a correct program's device time goes (profile.txt), or nothing."""
+        parts = profile_parts(p.eval or {}, self.cfg.profile_chars) if p.status == "correct" else None
+        return "\n" + self.render("profile", **parts).rstrip("\n") if parts else ""
+
+    def program(self, title: str, p: Program, profile: bool = False) -> str:
         return self.render(
-            "program", title=title, metrics=metrics_line(p), feedback=self.feedback(p), code=(p.code or "").rstrip("\n")
+            "program",
+            title=title,
+            metrics=metrics_line(p),
+            feedback=self.feedback(p),
+            profile=self.profile(p) if profile else "",
+            code=(p.code or "").rstrip("\n"),
         )
 
     def history_line(self, p: Program) -> str:
@@ -121,9 +132,9 @@ class PromptBuilder:
     def sections(self, parts: PromptParts) -> str:
         out = []
         if parts.parent is not None:
-            out.append("# Current program\n" + self.program(f"program #{parts.parent.id}", parts.parent))
+            out.append("# Current program\n" + self.program(f"program #{parts.parent.id}", parts.parent, profile=True))
         if parts.second is not None:
-            out.append("# Second parent\n" + self.program(f"program #{parts.second.id}", parts.second))
+            out.append("# Second parent\n" + self.program(f"program #{parts.second.id}", parts.second, profile=True))
         if parts.top:
             out.append("# Best programs so far\n" + "\n".join(self.program(f"program #{p.id}", p) for p in parts.top))
         if parts.inspirations:

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program
@@ -22,6 +23,7 @@ from kernelsmith.evolve.store import RunStore
 from kernelsmith.report.archive_view import ArchiveView, archive_view, stored_id
 
 ERROR_CHARS = 2000  # of an error, in the detail panel
+PROFILE_KERNELS = 12  # kernels drawn per program in the profile chart
 ERROR_LINE_CHARS = 150  # of its first line, in the table
 REPLY_CHARS = 4000  # of the raw LLM reply, in the detail panel
 
@@ -83,6 +85,17 @@ class DiffView:
 
 
 @dataclass
+class ProfileView:
+    """Where a program's forward spends its device time (the verdict's kernel breakdown, CUDA)."""
+
+    title: str
+    id: int
+    candidate_ms: float | None
+    kernel_ms: float | None
+    kernels: list[dict]  # {name (short), full, own, calls, ms, share}, heaviest first
+
+
+@dataclass
 class RunData:
     task_name: str | None
     task_source: str | None
@@ -97,6 +110,7 @@ class RunData:
     best_so_far: list[list[float]]  # [iteration, best speedup up to it], from the first correct
     archive: ArchiveView | None
     diffs: list[DiffView] = field(default_factory=list)
+    profiles: list[ProfileView] = field(default_factory=list)  # the best program and its parent
 
 
 def read_store(run_dir: Path) -> tuple[list[Program], dict]:
@@ -161,6 +175,35 @@ def _diffs(best: Program | None, by_id: dict[int, Program], programs: list[Progr
         title = f"program {best.id} (best) against {role}, program {other.id} (iteration {other.iteration})"
         out.append(DiffView(title, unified_diff(other.code, best.code, f"program {other.id}", f"program {best.id}")))
     return out
+
+
+def profile_view(p: Program, role: str) -> ProfileView | None:
+    """The kernel breakdown of `p`'s verdict, if it has one (a correct program on CUDA)."""
+    ev = p.eval or {}
+    kernels = [k for k in ev.get("kernels") or [] if k.get("ms") is not None]
+    if p.status != Status.correct.value or not kernels:
+        return None
+    rows = [
+        {
+            "name": short_name(k["name"]),
+            "full": k["name"],
+            "own": bool(k.get("own")),
+            "calls": k.get("calls"),
+            "ms": k["ms"],
+            "share": k.get("share"),
+        }
+        for k in kernels[:PROFILE_KERNELS]
+    ]
+    title = f"program {stored_id(p)} ({role}, iteration {p.iteration})"
+    return ProfileView(title, stored_id(p), p.candidate_ms, ev.get("kernel_ms"), rows)
+
+
+def _profiles(best: Program | None, by_id: dict[int, Program]) -> list[ProfileView]:
+    if best is None:
+        return []
+    parent = by_id.get(best.parent_id) if best.parent_id is not None else None
+    views = [profile_view(best, "best")] + ([profile_view(parent, "its parent")] if parent is not None else [])
+    return [v for v in views if v is not None]
 
 
 def _config_view(cfg: EvolveConfig) -> dict:
@@ -262,4 +305,5 @@ def load_run(run_dir: str | Path) -> RunData:
         best_so_far=best_so_far(programs),
         archive=view,
         diffs=_diffs(best, by_id, programs),
+        profiles=_profiles(best, by_id),
     )

@@ -2,7 +2,8 @@
 
 The page shows the task and budget, the best speedups, the status counts, tokens and cost, the
 best speedup so far over the iterations, the lineage tree, each island's MAP-Elites grid, the
-best kernel with its diffs, and every program in a sortable table. It reads the run directory
+best kernel with its diffs, where its device time goes (and its parent's), and every program in a
+sortable table. It reads the run directory
 only; the page needs no network to open.
 """
 
@@ -34,6 +35,11 @@ _BODY = """<header><h1 id="title">kernelsmith run</h1><p id="subtitle"></p></hea
 <aside id="detail" class="detail"><p class="note">Click a program to see its details.</p></aside></div></section>
 <section><h2>Archive</h2><div id="archive-grid"></div></section>
 <section><h2>Best kernel</h2><div id="best-code"></div></section>
+<section><h2>Where the time goes</h2>
+<p class="note">Device time per forward call of each kernel, from the CUDA profiler (correctness trials): the
+best program and its parent, on one scale. Own kernels and library kernels (kept by a partial replacement) are
+told apart.</p>
+<div id="profiles"></div></section>
 <section><h2>Programs</h2><div class="table-scroll">
 <table id="programs" class="data"><thead></thead><tbody></tbody></table></div></section>
 </main>"""

@@ -195,6 +195,36 @@ function renderBest() {
   });
 }
 
+// ---- where the time goes: one horizontal bar per kernel, every program on the same scale
+function renderProfiles() {
+  var box = clear(document.getElementById("profiles"));
+  if (!RUN.profiles.length) {
+    box.appendChild(h("p", {class: "note"}, "No kernel breakdown: it is recorded for correct programs on CUDA."));
+    return;
+  }
+  var top = Math.max.apply(null, RUN.profiles.map(function (v) {
+    return Math.max.apply(null, v.kernels.map(function (k) { return k.ms; }).concat([0]));
+  }).concat([1e-9]));
+  RUN.profiles.forEach(function (v) {
+    var W = 820, L = 350, R = 160, row = 20, H = v.kernels.length * row + 8;
+    var svg = s("svg", {class: "profile", "data-id": v.id, width: W, height: H, role: "img",
+      "aria-label": "device time per kernel of program " + v.id});
+    v.kernels.forEach(function (k, i) {
+      var y = 4 + i * row, w = Math.max(1, k.ms / top * (W - L - R));
+      var label = k.name.length > 44 ? k.name.slice(0, 43) + "\u2026" : k.name;
+      svg.appendChild(s("text", {x: L - 6, y: y + 13, "text-anchor": "end", class: "plabel"}, label));
+      svg.appendChild(s("rect", {x: L, y: y + 2, width: w, height: row - 6, class: "pbar " + (k.own ? "own" : "library")},
+        s("title", null, k.full + "\n" + (k.own ? "own kernel" : "library kernel") + ", " + fmt(k.calls, 3) + " launches per call")));
+      svg.appendChild(s("text", {x: L + w + 6, y: y + 13, class: "pvalue"}, fmt(k.ms, 4) + " ms \u00b7 " + fmtPct(k.share)));
+    });
+    var head = v.title + ": " + (isNum(v.kernel_ms) ? fmt(v.kernel_ms, 4) + " ms of kernels" : "")
+      + (isNum(v.candidate_ms) ? " in a measured " + fmt(v.candidate_ms, 4) + " ms" : "");
+    append(box, [h("h3", null, head), svg]);
+  });
+  append(box, [h("p", {class: "legend"}, h("span", {class: "swatch own"}), " own kernel ",
+    h("span", {class: "swatch library"}), " library kernel")]);
+}
+
 // ---- every program
 function renderTable() {
   var table = document.getElementById("programs");
@@ -241,5 +271,6 @@ renderChart();
 renderLineage();
 renderArchive();
 renderBest();
+renderProfiles();
 renderTable();
 if (RUN.programs.length) select(RUN.best_id !== null ? RUN.best_id : RUN.programs[RUN.programs.length - 1].id);
