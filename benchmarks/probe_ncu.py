@@ -19,33 +19,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from kernelsmith.evaluate.counters import METRICS as COUNTER_METRICS  # noqa: E402
+from kernelsmith.evaluate.counters import counters_text, parse_ncu_csv  # noqa: E402
+
 KB = REPO / "benchmarks/kernelbench"
 
-METRICS = [
-    "gpu__time_duration.sum",
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "lts__t_sector_hit_rate.pct",
-    "launch__registers_per_thread",
-    "launch__shared_mem_per_block_static",
-    "launch__shared_mem_per_block_dynamic",
-    "smsp__sass_inst_executed_op_local_ld.sum",
-    "smsp__sass_inst_executed_op_local_st.sum",
-    "launch__grid_size",
-    "launch__block_size",
-]
 
 TARGET = r"""
 import sys, torch
-x = torch.rand(4096, 393216, device="cuda")
+sys.path.insert(0, sys.argv[1])
+from kernelsmith.task import load_module
+from pathlib import Path
+kb = Path(sys.argv[1]) / "benchmarks/kernelbench"
+task = load_module((kb / "problems/level1/19_ReLU.py").read_text(), Path("/tmp/t19.py"), "t19")
+cand = load_module((kb / "candidates/level1/19_ReLU.py").read_text(), Path("/tmp/c19.py"), "c19")
+x = task.get_inputs()[0].cuda()
+model = cand.ModelNew()
 for _ in range(3):
-    y = torch.relu(x)
+    y = model(x)
 torch.cuda.synchronize()
-print("target done", y.shape)
+print("target done", y.shape, "bytes moved per call", 2 * x.numel() * x.element_size())
 """
 
 
@@ -111,14 +105,19 @@ def run_ncu(ncu: str, netns: bool, out: Path, log: list[str]) -> dict:
     cmd = [
         ncu,
         "--csv",
+        "--print-units",
+        "base",
+        "--kernel-name",
+        "regex:relu",
         "--metrics",
-        ",".join(METRICS),
+        ",".join(COUNTER_METRICS),
         "--launch-skip",
-        "2",
+        "1",
         "--launch-count",
-        "2",
+        "1",
         sys.executable,
         str(target),
+        str(REPO),
     ]
     if netns:
         # unshare(CLONE_NEWNET) in a child Python, loopback up, then exec ncu in it
@@ -138,7 +137,17 @@ def run_ncu(ncu: str, netns: bool, out: Path, log: list[str]) -> dict:
     line = f"{name}: rc {proc.returncode} in {seconds:.1f}s; stdout {len(proc.stdout)} chars; stderr tail: {proc.stderr[-300:]!r}"
     print(line, flush=True)
     log.append(line)
-    return {"rc": proc.returncode, "seconds": seconds, "stdout_head": proc.stdout[:3000]}
+    kernels = parse_ncu_csv(proc.stdout)
+    for k in kernels:
+        moved = (k.dram_read_bytes or 0) + (k.dram_write_bytes or 0)
+        line = (
+            f"{name} counters {k.name[:40]}: {counters_text(k)}; {k.bottleneck()}; DRAM bytes {moved:.4g} "
+            f"in {k.duration_ns} ns; task bytes (2 x 4096 x 393216 x 4) {2 * 4096 * 393216 * 4:.4g}, "
+            f"ratio {moved / (2 * 4096 * 393216 * 4):.4f}"
+        )
+        print(line, flush=True)
+        log.append(line)
+    return {"rc": proc.returncode, "seconds": seconds, "kernels": [k.model_dump() for k in kernels]}
 
 
 def main() -> None:
@@ -157,7 +166,7 @@ def main() -> None:
         result["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()
         print("ncu", ncu, result["ncu_version"], flush=True)
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-c", TARGET], capture_output=True, timeout=300)
+        subprocess.run([sys.executable, "-c", TARGET, str(REPO)], capture_output=True, timeout=300)
         result["plain_target_s"] = time.monotonic() - t0
         result["ncu_plain"] = run_ncu(ncu, False, args.out, log)
         result["ncu_netns"] = run_ncu(ncu, True, args.out, log)

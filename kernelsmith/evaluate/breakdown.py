@@ -1,7 +1,9 @@
 """Where a forward's device time goes: each kernel it launched, per forward call, heaviest first,
-from the CUDA profiler's activity records (CUPTI, through torch.profiler) that every correctness
-trial already keeps. Library kernels a partial replacement keeps are in it too, marked as such.
-On the CPU there are no device kernels: the breakdown is empty there.
+from the CUDA profiler's activity records (CUPTI, through torch.profiler) of a few untimed calls the
+sandbox makes after its timing run, alone on the device. (The correctness trials are recorded too,
+but the judge runs the reference beside them: on the H200 a memory-bound kernel took 1.7x its
+timed length there.) Library kernels a partial replacement keeps are in it, marked as such. On
+the CPU there are no device kernels: the breakdown is empty there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ LIMIT = 40  # kernels kept in a verdict, heaviest first
 
 def kernel_breakdown(act: Activity, own: Callable[[str], bool], limit: int = LIMIT) -> tuple[list[KernelRecord], float]:
     """(records heaviest first, device ms of all kernels in one forward). `act` spans
-    `act.windows` forward calls (one per correctness trial)."""
+    `act.windows` forward calls."""
     forwards = max(act.windows, 1)
     total_ns = sum(act.kernel_ns.values())
     names = sorted(act.kernels, key=lambda k: (-act.kernel_ns[k], -act.kernels[k], k))[:limit]

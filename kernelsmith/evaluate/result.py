@@ -70,8 +70,9 @@ class KernelRecord(BaseModel):
     count: int
     own: bool  # one of the candidate's own kernels; else a library kernel (or op)
     device_ms: float | None = None  # summed device time over the recorded calls (CUDA)
-    # Per forward call (CUDA; the recorded calls are the correctness trials): launches, device
-    # time, and the kernel's share of the forward's device time.
+    # Per forward call (CUDA; recorded over a few untimed calls after the timing run, or over the
+    # correctness trials when the evaluation ended before it): launches, device time, and the
+    # kernel's share of the forward's device time.
     calls: float | None = None
     ms: float | None = None
     share: float | None = None

@@ -49,6 +49,7 @@ _perf_counter = time.perf_counter
 # twice the host time of the previous trial's forward, within these bounds. The first trial's
 # forward usually compiles, so it is checked without the guarantee (never with a false alarm).
 HOLD_MS = (2.0, 50.0)
+PROFILE_CALLS = 3  # forward calls recorded for the kernel breakdown, after the timed ones
 
 
 def classify(exc: BaseException) -> str:
@@ -255,12 +256,31 @@ class Sandbox:
                 stats = timing.benchmark(call, opts, prepare=refill)
                 synchronize(self.device)
             structure, leaves = self.snapshot(last["out"])
+            profile = self.profile_calls(inputs)
         except BaseException as exc:
             self.fail("timing", exc)
             return False
         return self.send_outputs(
-            "timed", leaves, [], structure=structure, stats=stats.model_dump(), activity=rec.activity.to_message()
+            "timed",
+            leaves,
+            [],
+            structure=structure,
+            stats=stats.model_dump(),
+            activity=rec.activity.to_message(),
+            profile=profile,
         )
+
+    def profile_calls(self, inputs: list) -> dict | None:
+        """Where forward's device time goes (CUDA): a few untimed calls, nothing else on the device
+        in their window (no refills, no checks, no judge running the reference beside them, as
+        during the trials), recorded by the CUDA profiler. Informational: no verdict reads it."""
+        if self.device != "cuda":
+            return None
+        with ActivityRecorder(self.device) as rec:
+            for _ in range(PROFILE_CALLS):
+                self.forward(inputs)
+            synchronize(self.device)
+        return {**rec.activity.to_message(), "windows": PROFILE_CALLS}
 
     def batch(self, calls: int) -> bool:
         """Calls timed by the judge's clock. Armed first (inputs made, activity recorder started:

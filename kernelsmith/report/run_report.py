@@ -36,7 +36,7 @@ _BODY = """<header><h1 id="title">kernelsmith run</h1><p id="subtitle"></p></hea
 <section><h2>Archive</h2><div id="archive-grid"></div></section>
 <section><h2>Best kernel</h2><div id="best-code"></div></section>
 <section><h2>Where the time goes</h2>
-<p class="note">Device time per forward call of each kernel, from the CUDA profiler (correctness trials): the
+<p class="note">Device time per forward call of each kernel, from the CUDA profiler (untimed calls after timing): the
 best program and its parent, on one scale. Own kernels and library kernels (kept by a partial replacement) are
 told apart.</p>
 <div id="profiles"></div></section>
