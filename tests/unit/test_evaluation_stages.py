@@ -181,3 +181,16 @@ def test_a_built_message_without_a_build_is_a_protocol_error():
     with pytest.raises(_Verdict) as info:
         ev._wait(ClockedSandbox([{"op": "built", "name": "ext"}]), "load")
     assert info.value.status is Status.runtime_error and "unpaired" in str(info.value.error)
+
+
+def test_the_kernel_breakdown_comes_from_the_clean_window_when_there_is_one():
+    from collections import Counter
+
+    from kernelsmith.evaluate.activity import Activity
+
+    ev = _evaluation()
+    ev.activity = Activity(kernels=Counter(k=5), kernel_ns=Counter(k=5 * 9_000_000), windows=5)  # slowed by the judge
+    assert ev.verdict(Status.correct).kernel_ms == pytest.approx(9.0)
+    ev.profile_activity = Activity(kernels=Counter(k=3), kernel_ns=Counter(k=3 * 5_000_000), windows=3)
+    r = ev.verdict(Status.correct)
+    assert r.kernel_ms == pytest.approx(5.0) and r.kernels[0].ms == pytest.approx(5.0) and r.kernels[0].calls == 1.0
