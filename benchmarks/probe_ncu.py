@@ -1,5 +1,5 @@
-"""Probe (H200): the verdict's kernel breakdown against its time on four KernelBench tasks, and
-what Nsight Compute can do here: where ncu is, its version, whether it profiles a CUDA process
+"""Probe (H200; a device call of its own: it writes 7 files, and the device tool returns at most
+8): the verdict's kernel breakdown against its time on four KernelBench tasks, and what Nsight Compute can do here: where ncu is, its version, whether it profiles a CUDA process
 as root, inside a network namespace of its own (ncu talks to its target over loopback TCP), with
 which metrics, and at what cost.
 
