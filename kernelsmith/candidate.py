@@ -46,18 +46,19 @@ class StaticFacts:
         return [k.name for k in self.kernels if k.kind == "cuda"]
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
+    """'torch.utils.cpp_extension.load_inline' for that attribute chain (a call: its callee's)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted_name(node.value)}.{node.attr}"
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return dotted_name(node.func)
     return ""
 
 
 def _is_triton_decorator(dec: ast.AST) -> bool:
-    name = _dotted(dec)
+    name = dotted_name(dec)
     parts = name.split(".")
     return parts[-1] in TRITON_DECORATORS and (len(parts) == 1 or parts[0] in {"triton", "tl"})
 
@@ -90,7 +91,7 @@ def analyze(source: str) -> StaticFacts:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if any(_is_triton_decorator(d) for d in node.decorator_list):
                 kernels.append(Kernel(node.name, "triton", node.lineno))
-        elif isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline":
+        elif isinstance(node, ast.Call) and dotted_name(node.func).split(".")[-1] == "load_inline":
             kernels += [Kernel(n, "cuda", node.lineno) for n in _load_inline_kernels(node)]
     has_model_new = top_level_names(tree).get("ModelNew") is not None
     globals_ = tuple(

@@ -15,6 +15,8 @@ import hashlib
 import json
 import textwrap
 
+from kernelsmith.candidate import dotted_name
+
 # load_inline's parameters that change the built library, with their defaults; the three first
 # are the only ones we accept positionally (their order is the same in every torch 2.x).
 _DEFAULTS: dict[str, object] = {
@@ -193,7 +195,7 @@ class _Reader:
         func = node.func
         args = [self.value(a, depth) for a in node.args]
         if isinstance(func, ast.Attribute):
-            if _dotted(func) in ("textwrap.dedent",) and len(args) == 1 and isinstance(args[0], str):
+            if dotted_name(func) in ("textwrap.dedent",) and len(args) == 1 and isinstance(args[0], str):
                 return textwrap.dedent(args[0])
             base = self.value(func.value, depth)
             if isinstance(base, str):
@@ -208,14 +210,6 @@ class _Reader:
         raise _Unknown
 
 
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
 def static_specs(source: str) -> list[dict]:
     """The canonical specs of the candidate's `load_inline` calls whose arguments are plain data in
     the source (anywhere in it: at module level or in ModelNew). Calls that need the candidate to
@@ -227,7 +221,7 @@ def static_specs(source: str) -> list[dict]:
     reader = _Reader(tree)
     specs: list[dict] = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "load_inline"):
+        if not (isinstance(node, ast.Call) and dotted_name(node.func).split(".")[-1] == "load_inline"):
             continue
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             continue
