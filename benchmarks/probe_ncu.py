@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kernelsmith.evaluate.counters import METRICS as COUNTER_METRICS  # noqa: E402
-from kernelsmith.evaluate.counters import counters_text, parse_ncu_csv  # noqa: E402
+from kernelsmith.evaluate.counters import counters_text, ncu_path, parse_ncu_csv  # noqa: E402
 
 KB = REPO / "benchmarks/kernelbench"
 
@@ -158,9 +156,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     log: list[str] = []
     result: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    ncu = shutil.which("ncu") or next(
-        (str(p) for p in sorted(Path("/usr/local/cuda").glob("**/ncu")) if os.access(p, os.X_OK)), None
-    )
+    ncu = ncu_path()
     result["ncu"] = ncu
     if ncu:
         result["ncu_version"] = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip()

@@ -95,7 +95,7 @@ class Evaluation:
         # (the judge runs the reference beside those, so their device times run long).
         source = self.profile_activity if self.profile_activity.kernels else self.activity
         kernels, kernel_ms = kernel_breakdown(source, lambda k: k not in ref_names and is_own_kernel(k, self.own_names))
-        if self.activity.kernels:
+        if source.kernels:
             extra = {"kernel_ms": kernel_ms, **extra}
         else:  # CPU: the library compute ops (own kernels are not aten ops)
             kernels = [

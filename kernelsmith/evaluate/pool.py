@@ -21,6 +21,7 @@ from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.baseline_cache import cache_dir
 from kernelsmith.evaluate.build.pool import BuildOutcome, BuildPool
 from kernelsmith.evaluate.build.spec import static_specs
+from kernelsmith.evaluate.nvml import nvml_capabilities
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
 from kernelsmith.evaluate.protocol import Channel
@@ -41,27 +42,12 @@ class JudgeDied(Exception):
     pass
 
 
-def _nvml_device_count() -> int | None:
-    """GPU count from the driver's NVML library: milliseconds, where importing torch takes seconds."""
-    import ctypes
-
-    try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
-        if nvml.nvmlInit_v2() != 0:
-            return None
-        count = ctypes.c_uint(0)
-        ok = nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
-        nvml.nvmlShutdown()
-        return count.value if ok else None
-    except (OSError, AttributeError):
-        return None
-
-
 def visible_gpus() -> list[str]:
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         return [d.strip() for d in cvd.split(",") if d.strip()]
-    count = _nvml_device_count()
+    caps = nvml_capabilities()
+    count = len(caps) if caps is not None else None
     if count is None:
         import torch
 

@@ -8,7 +8,6 @@ Read without importing torch (seconds) or starting CUDA: torch's version file, t
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import importlib.util
@@ -18,6 +17,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from kernelsmith.evaluate.nvml import nvml_capabilities
 
 
 def _torch_identity() -> str:
@@ -54,36 +55,12 @@ def nvcc_path() -> str | None:
     return "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
 
 
-def _nvml_capabilities() -> list[tuple[int, int]]:
-    try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return []
-    if nvml.nvmlInit_v2() != 0:
-        return []
-    caps: set[tuple[int, int]] = set()
-    try:
-        count = ctypes.c_uint(0)
-        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return []
-        for i in range(count.value):
-            handle = ctypes.c_void_p()
-            major, minor = ctypes.c_int(0), ctypes.c_int(0)
-            if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
-                continue
-            if nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
-                caps.add((major.value, minor.value))
-    finally:
-        nvml.nvmlShutdown()
-    return sorted(caps)
-
-
 def cuda_arch_list() -> str:
     """TORCH_CUDA_ARCH_LIST for this host's GPUs, as torch picks it for visible GPUs when the
     variable is unset (each GPU's arch, PTX for the newest); the variable itself where set."""
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         return os.environ["TORCH_CUDA_ARCH_LIST"]
-    caps = _nvml_capabilities()
+    caps = sorted({c for c in nvml_capabilities() or [] if c != (0, 0)})
     if not caps:
         return ""
     archs = [f"{a}.{b}" for a, b in caps]
