@@ -110,6 +110,18 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
         ]
         more = f"\n... {len(timed) - 6} more" if len(timed) > 6 else ""
         table.add_row("time by kernel", head + "\n" + "\n".join(rows) + more)
+    if result.counters is not None:  # eval --profile: Nsight Compute on the heaviest kernels
+        from kernelsmith.evaluate.breakdown import short_name
+        from kernelsmith.evaluate.counters import counters_text
+
+        rep = result.counters
+        if rep.status == "ok":
+            rows = [
+                f"{short_name(k.name, 60)} x{k.launches}: {k.bottleneck()}\n  {counters_text(k)}" for k in rep.kernels
+            ]
+            table.add_row("counters", "\n".join(rows) + f"\n({rep.launches} launches profiled in {rep.seconds:.1f} s)")
+        else:
+            table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
     if result.floor_ms and result.candidate_ms:
         table.add_row(
             "roofline floor",
@@ -168,6 +180,10 @@ def eval_cmd(
         None, help="also time torch.compile of the reference \\[default: on for cuda, off for cpu]"
     ),
     cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
+    profile: bool = typer.Option(
+        False, help="after the verdict, Nsight Compute's counters of the heaviest kernels (CUDA, where ncu runs)"
+    ),
+    profile_timeout: float = typer.Option(120.0, min=1, help="wall-clock seconds for --profile's stage"),
     torch_ops: str = typer.Option(
         _defaults().torch_ops,
         help="partial: library ops may do part of the work "
@@ -195,7 +211,7 @@ def eval_cmd(
             use_baseline_cache=cache,
             torch_ops=torch_ops,
         )
-        result = evaluate(t, c, opts)
+        result = evaluate(t, c, opts, profile_timeout=profile_timeout if profile else None)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     if json_out:

@@ -74,6 +74,16 @@ def cpu_pool(cache_dir):
     pool.close()
 
 
+def recorded_counters() -> dict:
+    """A counters report (CountersReport as a dict) from Nsight Compute output recorded on the H200
+    (tests/cases/profiles/ncu_h200_2026-12-03.csv: two launches of one kernel)."""
+    from kernelsmith.evaluate.counters import CountersReport, merge_launches, parse_ncu_csv
+
+    launches = parse_ncu_csv((CASES / "profiles" / "ncu_h200_2026-12-03.csv").read_text())
+    report = CountersReport(status="ok", kernels=merge_launches(launches, 3), launches=len(launches), seconds=6.7)
+    return report.model_dump(mode="json")
+
+
 def recorded_verdict(task: str) -> dict:
     """The verdict record (kernel breakdown, times, floor) of an honest KernelBench candidate as
     recorded on the H200 (tests/cases/profiles): what prompts and reports are tested with."""

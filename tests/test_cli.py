@@ -135,3 +135,15 @@ def test_bench_html_to_a_directory_and_a_page_that_cannot_be_written(tmp_path):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["tasks"] == 1 and report["rows"][0]["status"] == "missing"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a_file", "pages", "solutions", "suite"]
+
+
+def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
+    p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--profile", "--json")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["status"] == "correct" and result["counters"]["status"] == "unsupported"
+    assert "need a CUDA GPU and Nsight Compute" in result["counters"]["message"]
+    table = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--profile")
+    assert table.returncode == 0 and "none (unsupported)" in table.stdout, table.stdout
+    plain = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
+    assert json.loads(plain.stdout.strip().splitlines()[-1])["counters"] is None  # only on request

@@ -373,9 +373,11 @@ def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_pa
 
 
 def test_the_best_program_and_its_parent_show_where_their_time_goes(browser, tmp_path):
-    from conftest import recorded_verdict
+    from conftest import recorded_counters, recorded_verdict
 
     parent_ev, best_ev = recorded_verdict("1_Conv2D_ReLU_BiasAdd"), recorded_verdict("19_ReLU")
+    best_ev["counters"] = recorded_counters()
+    parent_ev["counters"] = {"status": "not_permitted", "message": "ERR_NVGPUCTRPERM"}
     programs = [
         Program(iteration=0, island=0, operator="seed", code="x = 0\n", status="correct", speedup=0.9, eval=parent_ev),
         Program(
@@ -405,6 +407,13 @@ def test_the_best_program_and_its_parent_show_where_their_time_goes(browser, tmp
     assert "relu_bias_kernel" in text and "relu_kernel" in text and "ms of kernels in a measured 3.3659 ms" in text
     widths = [float(r.get_attribute("width")) for r in d.find_elements("css selector", "#profiles rect.pbar")]
     assert max(widths) > 10 * min(widths)  # one scale for both programs: a 3 ms bar beside a 0.001 ms one
+    # Nsight Compute's counters under the best program's chart; the parent's say why there are none
+    rows = d.find_elements("css selector", '#profiles table.counters[data-id="2"] tr')
+    assert len(rows) == 2  # header, one kernel (two launches merged)
+    assert "compute-bound: SM at 69% of peak" in rows[1].text and "52 registers/thread" in rows[1].text
+    assert rows[1].find_elements("css selector", "td")[1].text == "2"
+    assert count(d, '#profiles table.counters[data-id="1"]') == 0
+    assert "no counters (not_permitted): ERR_NVGPUCTRPERM" in d.find_element("css selector", ".counters-note").text
 
 
 def test_a_run_without_kernel_records_says_so(browser, tmp_path):

@@ -82,6 +82,18 @@ def test_verdicts_match_the_cli_and_repeat_from_cache(service):
     assert status == 200 and headers["X-Kernelsmith-Cache"] == "miss" and len(other["trials"]) == 1
 
 
+def test_profile_asks_for_counters_beside_the_cached_verdict(service):
+    body = evaluate_body(SOFTMAX_HONEST.read_text())
+    status, _, plain = http("POST", service.url + "/v1/evaluate", body)
+    assert status == 200 and plain["counters"] is None
+    status, headers, profiled = http("POST", service.url + "/v1/evaluate", {**body, "profile": True})
+    assert status == 200 and headers["X-Kernelsmith-Cache"] == "hit"  # the verdict is the same request's
+    assert profiled["counters"]["status"] == "unsupported"  # a CPU service: no Nsight Compute
+    assert {k: v for k, v in profiled.items() if k != "counters"} == {k: v for k, v in plain.items() if k != "counters"}
+    status, _, bad = http("POST", service.url + "/v1/evaluate", {**body, "profile": True, "profile_timeout": -1})
+    assert status == 422 and "profile_timeout" in json.dumps(bad)
+
+
 def test_bad_requests_get_422_with_the_reason(service):
     status, _, body = http("POST", service.url + "/v1/evaluate", evaluate_body("x", task_source="x = 1"))
     assert status == 422 and "no Model and no get_inputs" in body["detail"]

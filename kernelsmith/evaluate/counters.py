@@ -12,8 +12,9 @@ import io
 import os
 import shutil
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 METRICS = {
     "gpu__time_duration.sum": "duration_ns",
@@ -51,12 +52,15 @@ _SCALE = {
     "mib": 2.0**20,
     "gib": 2.0**30,
 }
+DEFAULT_TIMEOUT = 120.0  # seconds the counters stage may take (ncu_stage.py)
 BOUND_PCT = 60.0  # a unit this busy (% of its peak) is what limits the kernel
 LAUNCH_BOUND_NS = 5_000  # a kernel this short is mostly launch latency
 
 
 class KernelCounters(BaseModel):
     name: str
+    launches: int = 1  # launches of this kernel in the profiled forward call (metrics: the longest one's)
+    total_ns: float | None = None  # summed duration over those launches
     duration_ns: float | None = None
     dram_read_bytes: float | None = None
     dram_write_bytes: float | None = None
@@ -96,6 +100,48 @@ class KernelCounters(BaseModel):
         occ = self.occupancy_pct
         why = f"achieved occupancy {occ:.0f}%" if occ is not None else "neither unit busy"
         return f"latency/occupancy-bound: DRAM {dram:.0f}%, SM {sm:.0f}% of peak, {why}"
+
+
+ProfileStatus = Literal["ok", "missing", "not_permitted", "failed", "timeout", "unsupported"]
+
+
+class CountersReport(BaseModel):
+    """The counters stage of one candidate (Nsight Compute, on request): informational, no verdict
+    reads it. Where it could not run, `status` and `message` say why."""
+
+    status: ProfileStatus
+    message: str | None = None
+    kernels: list[KernelCounters] = Field(default_factory=list)  # heaviest first (summed duration)
+    launches: int = 0  # kernel launches profiled (one forward call, capped)
+    seconds: float = 0.0  # wall time of the stage
+    tool: str | None = None  # the ncu that ran
+    contained: dict[str, str] = Field(default_factory=dict)  # the profiled process's layers and outcomes
+
+    @property
+    def heaviest(self) -> KernelCounters | None:
+        return self.kernels[0] if self.kernels else None
+
+    def summary(self) -> str:
+        """One line: the heaviest kernel's bottleneck, or why there are no counters."""
+        if self.status != "ok":
+            return f"no counters ({self.status}): {self.message or ''}".rstrip(": ")
+        k = self.heaviest
+        return f"{k.name[:60]}: {k.bottleneck()}" if k else "no kernel ran in the profiled call"
+
+
+def merge_launches(launches: list[KernelCounters], keep: int) -> list[KernelCounters]:
+    """One entry per kernel name, heaviest (summed duration) first, at most `keep`; each keeps the
+    metrics of its longest launch."""
+    by_name: dict[str, list[KernelCounters]] = {}
+    for k in launches:
+        by_name.setdefault(k.name, []).append(k)
+    merged = []
+    for ks in by_name.values():
+        longest = max(ks, key=lambda k: k.duration_ns or 0.0)
+        total = sum(k.duration_ns or 0.0 for k in ks)
+        merged.append(longest.model_copy(update={"launches": len(ks), "total_ns": total}))
+    merged.sort(key=lambda k: -(k.total_ns or 0.0))
+    return merged[:keep]
 
 
 def _number(text: str) -> float | None:

@@ -31,7 +31,9 @@ from kernelsmith.evaluate.checks import (
     weighted_checksums,
 )
 from kernelsmith.evaluate.containment import ContainmentError
+from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.evaluate.runtime import excerpt, make_inputs, refill_inputs, synchronize
@@ -210,6 +212,17 @@ class Judge:
             "bf16_tflops": round(ceilings["flops"] / 1e12),
         }
 
+    def profile(self, req: dict) -> CountersReport:
+        """The counters stage (ncu_stage.py), between evaluations: nothing else runs on this GPU."""
+        if self.device != "cuda":
+            return CountersReport(status="unsupported", message="hardware counters need a CUDA GPU and Nsight Compute")
+        from kernelsmith.evaluate import ncu_stage
+
+        try:
+            return ncu_stage.profile(req["task_source"], req["candidate_source"], float(req.get("timeout", 120.0)))
+        finally:
+            kill_strays({s.proc.pid for s in self.spares})
+
     @staticmethod
     def forward_nosync(model, inputs):
         with torch.no_grad():
@@ -291,6 +304,9 @@ def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) ->
                 return
             if req.get("op") == "hardware":
                 chan.send({"op": "hardware", "hardware": judge.hardware()})
+                continue
+            if req.get("op") == "profile":
+                chan.send({"op": "profile", "profile": judge.profile(req).model_dump(mode="json")})
                 continue
             if req.get("op") != "evaluate":
                 return

@@ -21,6 +21,7 @@ from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.baseline_cache import cache_dir
 from kernelsmith.evaluate.build.pool import BuildOutcome, BuildPool
 from kernelsmith.evaluate.build.spec import static_specs
+from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.nvml import nvml_capabilities
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
@@ -34,6 +35,8 @@ class EvalBackend(Protocol):
     def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future: ...
 
     def hardware(self) -> Future: ...
+
+    def profile(self, task: Task, candidate: Candidate | str, timeout: float = ...) -> Future: ...
 
     def close(self) -> None: ...
 
@@ -173,6 +176,9 @@ class EvalPool(QueuedPool):
     def _hardware_call(self) -> dict:
         return {"op": "hardware"}
 
+    def _profile_call(self, task: Task, source: str, timeout: float) -> dict:
+        return {"op": "profile", "task_source": task.source, "candidate_source": source, "timeout": timeout}
+
     def submit(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> Future:
         """Queue the candidate for a judge; one with `load_inline` builds queues once its builds are
         done (the build pool runs them on the CPU meanwhile, while the GPU evaluates others)."""
@@ -302,6 +308,8 @@ class EvalPool(QueuedPool):
             )
         elif reply.get("op") == "hardware":
             fut.set_result(reply["hardware"])
+        elif reply.get("op") == "profile":
+            fut.set_result(CountersReport.model_validate(reply["profile"]))
         elif reply.get("op") == "result":
             fut.set_result(EvalResult.model_validate(reply["result"]))
         elif reply.get("op") == "task_error":
@@ -318,8 +326,14 @@ class EvalPool(QueuedPool):
                 kill_tree(judge.proc)
 
 
-def evaluate(task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
-    """Evaluate one candidate on a fresh single-worker pool (the CLI's `eval`)."""
+def evaluate(
+    task: Task, candidate: Candidate | str, options: EvalOptions | None = None, profile_timeout: float | None = None
+) -> EvalResult:
+    """Evaluate one candidate on a fresh single-worker pool (the CLI's `eval`); with
+    `profile_timeout`, a successful one then gets its counters stage (Nsight Compute)."""
     opts = options or EvalOptions()
     with EvalPool(device=opts.device, workers=1, options=opts) as pool:
-        return pool.evaluate(task, candidate)
+        result = pool.evaluate(task, candidate)
+        if profile_timeout is not None and result.success:
+            result.counters = pool.profile(task, candidate, profile_timeout).result()
+        return result

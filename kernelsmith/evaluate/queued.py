@@ -11,6 +11,7 @@ import time
 from concurrent.futures import Future
 
 from kernelsmith.candidate import Candidate
+from kernelsmith.evaluate.counters import DEFAULT_TIMEOUT, CountersReport
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.task import Task
@@ -40,6 +41,9 @@ class QueuedPool:
     def _hardware_call(self):
         raise NotImplementedError
 
+    def _profile_call(self, task: Task, source: str, timeout: float):
+        raise NotImplementedError
+
     def _serve_slot(self, slot: int) -> None:
         """Run calls from `self._next()` until it returns None."""
         raise NotImplementedError
@@ -65,6 +69,28 @@ class QueuedPool:
     def hardware(self) -> Future:
         """Future[dict]: the machine as a worker sees it (GPU name, SM count, measured ceilings)."""
         return self._put(self._hardware_call(), self.options)
+
+    def profile(self, task: Task, candidate: Candidate | str, timeout: float = DEFAULT_TIMEOUT) -> Future:
+        """Future[CountersReport]: Nsight Compute's counters of the candidate's heaviest kernels,
+        run by a judge between evaluations (ncu_stage.py). Meant for a candidate with a verdict."""
+        if self._closed:
+            raise RuntimeError("the pool is closed")
+        source = candidate.source if isinstance(candidate, Candidate) else candidate
+        opts = self.options.model_copy(update={"timeout": timeout})
+        inner = self._put(self._profile_call(task, source, timeout), opts)
+        outer: Future = Future()
+
+        def settle(done: Future) -> None:
+            exc = done.exception()
+            got = done.result() if exc is None else None
+            if isinstance(got, CountersReport):
+                outer.set_result(got)
+            else:  # the worker was lost (an infrastructure verdict) or failed: no counters, and why
+                why = str(exc) if exc is not None else getattr(got, "error", None) or "no reply"
+                outer.set_result(CountersReport(status="failed", message=why.splitlines()[0][:300] if why else None))
+
+        inner.add_done_callback(settle)
+        return outer
 
     def evaluate(self, task: Task, candidate: Candidate | str, options: EvalOptions | None = None) -> EvalResult:
         return self.submit(task, candidate, options).result()

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.verdict import Flag, TaskNote, is_success, split_legacy
 
 
@@ -145,6 +146,9 @@ class EvalResult(BaseModel):
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)
     builds: list[BuildRecord] = Field(default_factory=list)
+    # Nsight Compute's counters of the heaviest kernels (`eval --profile`, the search's new island
+    # bests): a stage after the verdict, which it never changes; None where it did not run.
+    counters: CountersReport | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -78,6 +79,16 @@ class PromptConfig(_Strict):
     profile_chars: int = Field(default=900, ge=100)  # the kernel breakdown of a parent (profile.txt)
 
 
+class ProfileConfig(_Strict):
+    """The counters stage (Nsight Compute) in a search: for each new best of its island on CUDA, so
+    that its children's prompts say why it is as fast as it is. Never part of a verdict."""
+
+    when: Literal["best", "off"] = "best"
+    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)  # seconds per profiled program
+    # A profile starts only while profiling has used at most this share of the search's wall time.
+    max_share: float = Field(default=0.10, ge=0.0, le=1.0)
+
+
 class EvolveConfig(_Strict):
     iterations: int = Field(default=40, ge=0)  # the paper's 40 rounds per task
     random_seed: int = 0
@@ -93,6 +104,7 @@ class EvolveConfig(_Strict):
     archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
     operators: OperatorWeights = Field(default_factory=OperatorWeights)
     prompts: PromptConfig = Field(default_factory=PromptConfig)
+    profile: ProfileConfig = Field(default_factory=ProfileConfig)
     evaluation: EvalOptions = Field(default_factory=EvalOptions)
     backend: BackendConfig = Field(default_factory=BackendConfig)
 

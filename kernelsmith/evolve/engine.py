@@ -30,6 +30,7 @@ from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
 from kernelsmith.evolve.outputs import write_best, write_summary
+from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
@@ -96,6 +97,7 @@ class Engine:
         self.counts: Counter[str] = Counter()  # programs stored per shown_status
         self.started = time.monotonic()
         self.hardware: dict = {}
+        self.profiler = IslandBestProfiler(cfg.profile, cfg.evaluation.device, backend, task, self.store, self.started)
 
     # ---- setting up and resuming
     def _claim_run_dir(self) -> None:
@@ -120,6 +122,7 @@ class Engine:
             ok = is_success(row.status, row.flags)
             self.counts[shown_status(row.status, row.flags)] += 1
             self._admit(row.id, row.iteration, row.island, row.has_code, row.score, ok, row.descriptors)
+            self.profiler.seen(row.island, row.score, ok)
             self.tuning.record(row.skeleton, row.config, row.score)
             if row.iteration > 0:
                 self.since_best += 1
@@ -283,6 +286,7 @@ class Engine:
             self.evaluated.setdefault(program_hash(p.code), p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score)
+        self.profiler.consider(p)
         improved = p.ok and (self.best is None or p.score > self.best.score)
         if p.iteration > 0:
             self.since_best += 1
@@ -335,6 +339,7 @@ class Engine:
                 why = f"{start.status}: {(start.error or '').splitlines()[0][:200]}" if start else "missing"
                 raise UserError(f"the tuner alone needs a correct starting program; it is {why}")
             await self._loop(todo)
+            await self.profiler.drain()
         finally:
             if self.llm is not None:
                 await self.llm.close()
@@ -347,6 +352,7 @@ class Engine:
             self.hardware,
             self.stop_reason,
             time.monotonic() - self.started,
+            profiling=self.profiler.stats(),
         )
 
     async def _loop(self, todo: deque) -> None:

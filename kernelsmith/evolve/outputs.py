@@ -74,7 +74,14 @@ def best_record(p: Program | None) -> dict | None:
 
 
 def write_summary(
-    run_dir: Path, store: RunStore, task: Task, cfg: EvolveConfig, hardware: dict, stop_reason: str, elapsed_s: float
+    run_dir: Path,
+    store: RunStore,
+    task: Task,
+    cfg: EvolveConfig,
+    hardware: dict,
+    stop_reason: str,
+    elapsed_s: float,
+    profiling: dict | None = None,
 ) -> dict:
     iterations = store.iterations()
     best = store.best()
@@ -96,6 +103,7 @@ def write_summary(
         "elapsed_s": round(elapsed_s, 2),
         "device": cfg.evaluation.device,
         "hardware": hardware,
+        "profiling": profiling,  # the counters stage for new island bests (evolve/profiling.py)
     }
     _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if best is not None:

@@ -7,6 +7,7 @@ first, the rest summed in one line.
 from __future__ import annotations
 
 from kernelsmith.evaluate.breakdown import short_name
+from kernelsmith.evaluate.counters import CountersReport, counters_text
 
 
 def _kernel_line(k: dict) -> str:
@@ -16,13 +17,39 @@ def _kernel_line(k: dict) -> str:
     return f"- {k['share']:.0%} {k['ms']:.4g} ms {short_name(k['name'])} ({kind}, {launches})"
 
 
+def counters_block(ev: dict, budget: int) -> str:
+    """Nsight Compute's view of the heaviest kernels (the verdict's `counters`, when profiled):
+    the bottleneck class and the counters behind it, kernel by kernel within `budget` characters."""
+    raw = ev.get("counters")
+    if not raw:
+        return ""
+    try:
+        rep = CountersReport.model_validate(raw)
+    except ValueError:
+        return ""
+    if rep.status != "ok" or not rep.kernels:
+        return ""
+    lines = ["hardware counters (Nsight Compute, heaviest kernels):"]
+    used = len(lines[0])
+    for i, k in enumerate(rep.kernels):
+        line = f"- {short_name(k.name)}: {k.bottleneck()}; {counters_text(k)}"
+        if i > 0 and used + len(line) > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "".join(line + "\n" for line in lines)
+
+
 def profile_parts(ev: dict, budget: int) -> dict[str, str] | None:
-    """The template's values ($summary, $kernels, $roofline) for the verdict record `ev`, or None
-    when it has neither a kernel breakdown nor a roofline floor (the CPU, an older record)."""
+    """The template's values ($summary, $kernels, $roofline, $counters) for the verdict record
+    `ev`, or None when it has neither a kernel breakdown nor a roofline floor (the CPU, an older
+    record). The breakdown takes two thirds of `budget` when there are counters, else all of it."""
     kernels = [k for k in ev.get("kernels") or [] if k.get("ms") is not None and k.get("share") is not None]
     cand, floor = ev.get("candidate_ms"), ev.get("floor_ms")
     if not kernels and not floor:
         return None
+    counters = counters_block(ev, budget // 3)
+    budget -= len(counters)
     summary = "no kernel records"
     if kernels:
         summary = f"{ev.get('kernel_ms') or sum(k['ms'] for k in kernels):.4g} ms of kernels"
@@ -48,4 +75,9 @@ def profile_parts(ev: dict, budget: int) -> dict[str, str] | None:
             f"roofline floor of this task on this GPU: {floor:.4g} ms (bytes moved at the measured copy "
             f"bandwidth, or FLOPs at the measured matmul rate); this program takes {cand / floor:.3g}x the floor\n"
         )
-    return {"summary": summary, "kernels": "".join(line + "\n" for line in lines), "roofline": roofline}
+    return {
+        "summary": summary,
+        "kernels": "".join(line + "\n" for line in lines),
+        "roofline": roofline,
+        "counters": counters,
+    }

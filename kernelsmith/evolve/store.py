@@ -184,6 +184,15 @@ class RunStore:
         program.id = cur.lastrowid
         return program
 
+    def set_counters(self, program_id: int, counters: dict) -> None:
+        """Add the counters stage's report to a stored program's verdict record (eval.counters)."""
+        row = self.db.execute("SELECT eval FROM programs WHERE id = ?", (program_id,)).fetchone()
+        if row is None or row[0] is None:
+            return
+        ev = json.loads(row[0]) or {}
+        ev["counters"] = counters
+        self.db.execute("UPDATE programs SET eval = ? WHERE id = ?", (json.dumps(ev), program_id))
+
     @staticmethod
     def _row(row: sqlite3.Row) -> Program:
         d = dict(row)

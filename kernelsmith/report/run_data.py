@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.breakdown import short_name
+from kernelsmith.evaluate.counters import CountersReport, counters_text
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program
@@ -93,6 +94,10 @@ class ProfileView:
     candidate_ms: float | None
     kernel_ms: float | None
     kernels: list[dict]  # {name (short), full, own, calls, ms, share}, heaviest first
+    # Nsight Compute's counters of the heaviest kernels, when the program was profiled:
+    # {name (short), full, launches, bottleneck, counters (one line)}; else why there are none.
+    counters: list[dict] = field(default_factory=list)
+    counters_note: str | None = None
 
 
 @dataclass
@@ -195,7 +200,30 @@ def profile_view(p: Program, role: str) -> ProfileView | None:
         for k in kernels[:PROFILE_KERNELS]
     ]
     title = f"program {stored_id(p)} ({role}, iteration {p.iteration})"
-    return ProfileView(title, stored_id(p), p.candidate_ms, ev.get("kernel_ms"), rows)
+    counters, note = _counters_rows(ev.get("counters"))
+    return ProfileView(title, stored_id(p), p.candidate_ms, ev.get("kernel_ms"), rows, counters, note)
+
+
+def _counters_rows(raw) -> tuple[list[dict], str | None]:
+    if not raw:
+        return [], None
+    try:
+        rep = CountersReport.model_validate(raw)
+    except ValueError:
+        return [], "counters record unreadable"
+    if rep.status != "ok":
+        return [], rep.summary()
+    rows = [
+        {
+            "name": short_name(k.name),
+            "full": k.name,
+            "launches": k.launches,
+            "bottleneck": k.bottleneck(),
+            "counters": counters_text(k),
+        }
+        for k in rep.kernels
+    ]
+    return rows, None
 
 
 def _profiles(best: Program | None, by_id: dict[int, Program]) -> list[ProfileView]:

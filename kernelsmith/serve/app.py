@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field, field_validator
 
 from kernelsmith.errors import TaskError
+from kernelsmith.evaluate.counters import DEFAULT_TIMEOUT
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.serve.service import EvalService, QueueFull
@@ -53,6 +54,8 @@ class EvaluateRequest(EvalOptions):
     candidate_source: str = Field(min_length=1, description="the candidate file's text (defines ModelNew)")
     task_name: str = Field(default="task", max_length=200, description="a name for messages")
     device: str | None = Field(default=None, description="cuda or cpu; must be the service's device (default)")
+    profile: bool = Field(default=False, description="a correct candidate's verdict gets Nsight Compute's counters")
+    profile_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=600, allow_inf_nan=False)
 
     @field_validator("device")
     @classmethod
@@ -62,7 +65,9 @@ class EvaluateRequest(EvalOptions):
         return v
 
     def options(self, device: str) -> EvalOptions:
-        fields = self.model_dump(exclude={"task_source", "candidate_source", "task_name", "device"})
+        fields = self.model_dump(
+            exclude={"task_source", "candidate_source", "task_name", "device", "profile", "profile_timeout"}
+        )
         return EvalOptions(device=device, **fields)
 
 
@@ -234,6 +239,9 @@ def create_app(
         try:
             task = Task.from_source(req.task_source, name=req.task_name)
             record, how = await service.evaluate(task, req.candidate_source, req.options(service.device))
+            if req.profile and record.get("correct"):
+                counters = await service.profile(task, req.candidate_source, req.profile_timeout)
+                record = {**record, "counters": counters}
         except TaskError as exc:
             return _error(422, str(exc))
         except QueueFull as exc:

@@ -159,6 +159,21 @@ class EvalService:
         result: EvalResult = await asyncio.shield(asyncio.wrap_future(fut))
         return result.model_dump(mode="json"), how
 
+    async def profile(self, task: Task, candidate_source: str, timeout: float) -> dict:
+        """The counters stage for a candidate (CountersReport as a dict); reports that ran to the
+        end are kept in the result cache, so asking again costs nothing."""
+        from kernelsmith.candidate import Candidate
+
+        key = f"profile:{task.hash}:{Candidate(candidate_source).hash}"
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        report = await asyncio.shield(asyncio.wrap_future(self.backend.profile(task, candidate_source, timeout)))
+        record = report.model_dump(mode="json")
+        if report.status in ("ok", "missing", "not_permitted", "unsupported"):
+            self.cache.put(key, record)
+        return record
+
     async def hardware(self) -> dict:
         with self._lock:
             if self._hardware is None or (self._hardware.done() and self._hardware.exception() is not None):

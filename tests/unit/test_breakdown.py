@@ -96,3 +96,22 @@ def test_a_template_folder_without_the_profile_placeholder_still_renders(tmp_pat
     p = Program(id=1, iteration=0, island=0, operator="seed", code="x = 1\n", status="correct", eval=ev)
     text = PromptBuilder(PromptConfig(templates_dir=str(tmp_path))).program("p", p, profile=True)
     assert "where its time goes" not in text and "x = 1" in text
+
+
+def test_the_prompt_shows_the_parents_counters_within_the_budget():
+    from conftest import recorded_counters
+
+    ev = {**recorded_verdict("19_ReLU"), "counters": recorded_counters()}
+    parent = Program(id=7, iteration=3, island=0, operator="rewrite", code="x = 1\n", status="correct", eval=ev)
+    parent.candidate_ms = ev["candidate_ms"]
+    text = PromptBuilder(PromptConfig()).program("Current program", parent, profile=True)
+    assert "hardware counters (Nsight Compute, heaviest kernels):" in text
+    line = next(ln for ln in text.splitlines() if "distribution_elementwise_grid_stride_kernel" in ln)
+    assert "compute-bound: SM at 69% of peak (DRAM 40%)" in line and "52 registers/thread" in line
+    assert "- 100% 3.032 ms relu_kernel" in text  # the breakdown still comes first
+    parts = profile_parts(ev, budget=900)
+    assert parts is not None and len(parts["counters"]) <= 900 // 3 + 200  # one kernel line may run over
+    # a report without counters (ncu missing, not permitted, failed) adds nothing to the prompt
+    for status in ("missing", "not_permitted", "failed"):
+        quiet = profile_parts({**ev, "counters": {"status": status, "message": "x"}}, budget=900)
+        assert quiet is not None and quiet["counters"] == ""

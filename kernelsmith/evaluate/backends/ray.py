@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import Future
 
 from kernelsmith.errors import TaskError, UserError
+from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.queued import QueuedPool
 from kernelsmith.evaluate.result import EvalResult, Status
@@ -52,6 +53,10 @@ class EvalActor:
 
     def hardware(self) -> dict:
         return self.pool.hardware().result()
+
+    def profile(self, task_source: str, task_name: str, candidate_source: str, timeout: float) -> dict:
+        report = self.pool.profile(Task(source=task_source, name=task_name), candidate_source, timeout).result()
+        return report.model_dump(mode="json")
 
     def shutdown(self) -> None:
         self.pool.close()
@@ -123,6 +128,9 @@ class RayPool(QueuedPool):
     def _hardware_call(self) -> tuple:
         return ("hardware",)
 
+    def _profile_call(self, task: Task, source: str, timeout: float) -> tuple:
+        return ("profile", task.source, task.name, source, timeout)
+
     def actors(self) -> list:
         """The live actor handles (None where one is being replaced)."""
         with self._lock:
@@ -179,6 +187,10 @@ class RayPool(QueuedPool):
                 try:
                     if call[0] == "hardware":
                         reply = ("hardware", self._ray.get(actor.hardware.remote(), timeout=self.START_TIMEOUT))
+                    elif call[0] == "profile":
+                        ref = actor.profile.remote(*call[1:])
+                        limit = self.START_TIMEOUT + opts.timeout + self.JUDGE_GRACE
+                        reply = ("profile", self._ray.get(ref, timeout=limit))
                     else:
                         ref = actor.evaluate.remote(*call[1:])
                         reply = (
@@ -215,6 +227,8 @@ class RayPool(QueuedPool):
             fut.set_exception(RuntimeError(f"Ray evaluation actor failed:\n{reply[1]}"))
         elif reply[0] == "hardware":
             fut.set_result(reply[1])
+        elif reply[0] == "profile":
+            fut.set_result(CountersReport.model_validate(reply[1]))
         elif "task_error" in reply[1]:
             fut.set_exception(TaskError(reply[1]["task_error"]))
         else:

@@ -21,6 +21,7 @@ import tenacity
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.counters import DEFAULT_TIMEOUT, CountersReport
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.retry import failure, parse_retry_after
@@ -133,6 +134,25 @@ class RemoteBackend:
 
     def hardware(self) -> Future:
         return self._executor.submit(self._request, "GET", "/v1/hardware", None, self.GRACE)
+
+    def profile(self, task: Task, candidate: Candidate | str, timeout: float = DEFAULT_TIMEOUT) -> Future:
+        """Future[CountersReport]: the service evaluates with `profile` on (its cached verdict, when
+        it has one) and runs the counters stage."""
+        source = candidate.source if isinstance(candidate, Candidate) else candidate
+        return self._executor.submit(self._profile, task, source, timeout)
+
+    def _profile(self, task: Task, source: str, timeout: float) -> CountersReport:
+        body = {"task_source": task.source, "task_name": task.name, "candidate_source": source}
+        body |= {**self.options.model_dump(mode="json"), "profile": True, "profile_timeout": timeout}
+        try:
+            record = self._request("POST", "/v1/evaluate", body, self.options.timeout + timeout + self.GRACE)
+        except UserError as exc:
+            return CountersReport(status="failed", message=str(exc)[:300])
+        counters = record.get("counters")
+        if counters is None:
+            why = "the service ran no counters stage (the candidate is not correct, or the service predates it)"
+            return CountersReport(status="unsupported", message=why)
+        return CountersReport.model_validate(counters)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

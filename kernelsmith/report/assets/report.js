@@ -220,6 +220,17 @@ function renderProfiles() {
     var head = v.title + ": " + (isNum(v.kernel_ms) ? fmt(v.kernel_ms, 4) + " ms of kernels" : "")
       + (isNum(v.candidate_ms) ? " in a measured " + fmt(v.candidate_ms, 4) + " ms" : "");
     append(box, [h("h3", null, head), svg]);
+    if (v.counters.length) {  // Nsight Compute on the heaviest kernels (profiled programs)
+      var t = h("table", {class: "counters", "data-id": v.id});
+      t.appendChild(h("tr", null, ["kernel", "launches", "bottleneck", "counters"].map(function (c) { return h("th", null, c); })));
+      v.counters.forEach(function (c) {
+        t.appendChild(h("tr", null, h("td", {title: c.full}, c.name), h("td", {class: "num"}, String(c.launches)),
+          h("td", {class: "bottleneck"}, c.bottleneck), h("td", null, c.counters)));
+      });
+      append(box, [t]);
+    } else if (v.counters_note) {
+      append(box, [h("p", {class: "note counters-note"}, v.counters_note)]);
+    }
   });
   append(box, [h("p", {class: "legend"}, h("span", {class: "swatch own"}), " own kernel ",
     h("span", {class: "swatch library"}), " library kernel")]);
