@@ -105,6 +105,8 @@ def run_ncu(ncu: str, netns: bool, out: Path, log: list[str]) -> dict:
         "--csv",
         "--print-units",
         "base",
+        "--clock-control",
+        "none",  # ncu's default locks the GPU's clocks to base while it profiles: never on a shared card
         "--kernel-name",
         "regex:relu",
         "--metrics",
