@@ -80,13 +80,16 @@ def command(ncu: str, workdir: Path, netns: bool) -> list[str]:
 
 
 def _why(output: str, returncode: int) -> str:
-    """The one line that explains a failed run: ncu's error, else the target's last line."""
+    """The one line that explains a failed run: the target's own error (the last line of its
+    traceback) when it died, else ncu's first error, else the last line printed."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith('"')]
     errors = [ln for ln in lines if ln.startswith("==ERROR==")]
-    if errors:
-        return errors[0][:300]
     tail = [ln for ln in lines if not ln.startswith("==")]
-    return (tail[-1] if tail else f"ncu exited with status {returncode}")[:300]
+    # ncu only says "The application returned an error code (1)" for a target that raised
+    died = not errors or any("application returned an error code" in e for e in errors)
+    if died and tail:
+        return tail[-1][:300]
+    return (errors[0] if errors else f"ncu exited with status {returncode}")[:300]
 
 
 def profile(task_source: str, candidate_source: str, timeout: float = DEFAULT_TIMEOUT, seed: int = 0) -> CountersReport:

@@ -36,6 +36,7 @@ elif mode == "sleep":
 elif mode == "crash":
     print("Traceback (most recent call last):")
     print("RuntimeError: CUDA error: an illegal memory access was encountered")
+    print("==ERROR== The application returned an error code (1).")  # what ncu adds (H200, 2025.3.1)
     sys.exit(1)
 elif mode == "none":
     print("==PROF== Disconnected")
