@@ -543,3 +543,59 @@ def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
     engine.store.close()
     assert backend.submitted == []
     assert RunStore(tmp_path / "run", create=False).at_iteration(4).reused_from == rows[0].id
+
+
+class VerdictFromLaunch(VerdictFromBlockSize):
+    """Speedup from the block size and the warps a launch writes (Triton's default 4 when absent)."""
+
+    def submit(self, task, candidate, options=None) -> Future:
+        import re
+
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        block = int(re.search(r"BLOCK = (\d+)", candidate).group(1))
+        warps = re.search(r"num_warps=(\d+)", candidate)
+        speedup = block / 256 / (1 + abs((int(warps.group(1)) if warps else 4) - 8) / 8)
+        fut: Future = Future()
+        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=speedup, candidate_ms=1.0, device="cpu"))
+        return fut
+
+
+def test_the_tuner_stops_only_when_every_configuration_is_measured(tmp_path):
+    """The seed launches with BLOCK = 256 and no options (num_warps and num_stages are added, 5
+    values each). Its blocks range over 16 .. 4096 (/16 .. x16); tuned from a child at 4096 or
+    more, the family reaches 16384: 11 block sizes x 25 are 275 configurations, each measured
+    once; then the tuner says so and summary.json counts them."""
+    cfg = load_config(
+        None,
+        {
+            "iterations": 400,
+            "max_in_flight": 1,
+            "random_seed": 5,
+            "operators": {"rewrite": 0, "tune": 1},
+            "archive": {"islands": 1, "migration_interval": 0},
+            "evaluation": {"device": "cpu"},
+        },
+    )
+    engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", VerdictFromLaunch(), None, SEED.read_text())
+    summary = asyncio.run(engine.run())
+    engine.store.close()
+    rows = RunStore(tmp_path / "run", create=False).all()
+    tuned = [r for r in rows if r.code is not None]
+    assert len({json.dumps(r.config, sort_keys=True) for r in tuned}) == len(tuned) == 275
+    assert len({r.skeleton for r in tuned}) == 1  # every child stays in the seed's family
+    assert summary["iterations_done"] == 275  # 274 proposals, then one iteration that found none
+    assert summary["stop_reason"] == (
+        "the tuner has nothing left to try: every launch configuration within reach of the program family "
+        "it tuned is measured (275 configurations measured)"
+    )
+    assert summary["tuner"] == {
+        "configurations_measured": 275,
+        "families": 1,
+        "families_correct": 1,
+        "families_tuned": 1,
+        "hopper_options": False,
+    }
+    best = summary["best"]
+    assert best["speedup"] == pytest.approx(16384 / 256)  # BLOCK 16384 with num_warps=8 written
+    assert "num_warps=8" in RunStore(tmp_path / "run", create=False).get(best["program_id"]).code

@@ -55,7 +55,9 @@ def test_tuner_alone_needs_no_llm_and_never_repeats_a_config(tmp_path):
     assert all(r["messages"] is None and r["model"] is None for r in rows)
     for r in rows[1:]:  # only the launch parameters changed
         changed = [(a, b) for a, b in zip(rows[0]["code"].splitlines(), r["code"].splitlines()) if a != b]
-        assert len(changed) == 1 and "BLOCK = " in changed[0][1], changed
+        # the block size's assignment, or the launch (a num_warps / num_stages it left out, added)
+        assert 1 <= len(changed) <= 2, changed
+        assert all("BLOCK = " in new or "relu_mul_add_kernel[" in new for _, new in changed), changed
     assert all(r["status"] == "correct" for r in rows), [(r["status"], r["error"]) for r in rows]
     assert summary["best"]["speedup"] >= rows[0]["speedup"]
 

@@ -34,6 +34,20 @@ def candidate_files() -> list[Path]:
     return files
 
 
+def written(params: list[Param]) -> list[Param]:
+    """The parameters the code writes (launch options it leaves out, which the tuner adds, dropped)."""
+    return [p for p in params if not p.added]
+
+
+def written_config(code: str) -> dict[str, int]:
+    return {p.key: p.value for p in written(tuner.find_params(code))}
+
+
+def full(code: str, config: dict[str, int]) -> dict[str, int]:
+    """`config` with the launch options the code leaves out at their defaults (a measured config)."""
+    return {**{p.key: p.value for p in tuner.find_params(code) if p.added}, **config}
+
+
 def changed_lines(old: str, new: str) -> list[tuple[str, str]]:
     """(removed, added) line pairs; asserts the edit kept the line count and touched nothing else."""
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
@@ -45,34 +59,92 @@ def changed_lines(old: str, new: str) -> list[tuple[str, str]]:
 
 
 def test_find_params_assignment_form():
-    assert tuner.find_params(read(CASES / "elementwise_triton.py")) == [
+    assert written(tuner.find_params(read(CASES / "elementwise_triton.py"))) == [
         Param("relu_mul_add_kernel.BLOCK", "block", 4096, POW2_FROM_256)
     ]
 
 
 def test_find_params_literal_keywords_and_num_warps():
-    assert tuner.find_params(read(REPO / "benchmarks/tasks/softmax_triton.py")) == [
+    assert written(tuner.find_params(read(REPO / "benchmarks/tasks/softmax_triton.py"))) == [
         Param("softmax_kernel.BLOCK_SIZE", "block", 4096, POW2_FROM_256),
         Param("softmax_kernel.num_warps", "num_warps", 16, WARPS),
     ]
-    assert tuner.find_params(read(REPO / "benchmarks/tasks/rmsnorm_triton.py")) == [
+    assert written(tuner.find_params(read(REPO / "benchmarks/tasks/rmsnorm_triton.py"))) == [
         Param("rmsnorm_kernel.BLOCK_S", "block", 512, tuple(2**i for i in range(5, 14))),
         Param("rmsnorm_kernel.num_warps", "num_warps", 4, WARPS),
     ]
 
 
 def test_find_params_matmul_tuple_assignment_keeps_dot_range():
-    assert tuner.find_params(read(CASES / "matmul_triton.py")) == [
+    assert written(tuner.find_params(read(CASES / "matmul_triton.py"))) == [
         Param("matmul_kernel.BLOCK_M", "block", 32, DOT_RANGE),
         Param("matmul_kernel.BLOCK_N", "block", 32, DOT_RANGE),
         Param("matmul_kernel.BLOCK_K", "block", 16, DOT_RANGE),
     ]
 
 
-def test_values_computed_at_run_time_are_skipped():
-    assert tuner.find_params(read(CASES / "rowsum_triton.py")) == []  # BLOCK=triton.next_power_of_2(n)
-    assert tuner.find_params(read(REPO / "examples/softmax/triton_softmax.py")) == []  # block = next_power_of_2
-    assert tuner.propose(read(CASES / "rowsum_triton.py"), {}, random.Random(0)) is None
+def test_launch_options_left_out_are_added_at_their_defaults():
+    params = tuner.find_params(read(CASES / "elementwise_triton.py"))
+    assert [p for p in params if p.added] == [
+        Param("relu_mul_add_kernel.num_warps", "num_warps", 4, WARPS, added=True),
+        Param("relu_mul_add_kernel.num_stages", "num_stages", 3, (1, 2, 3, 4, 5), added=True),
+    ]
+    code = read(CASES / "elementwise_triton.py")
+    new = tuner.apply_config(code, full(code, {"relu_mul_add_kernel.num_warps": 8}))
+    [(_, line)] = changed_lines(code, new)
+    assert line.rstrip().endswith("num_warps=8)")  # only the changed option is written; stages stay absent
+    assert tuner.config_of(new) == tuner.config_of(code) | {"relu_mul_add_kernel.num_warps": 8}
+    assert tuner.skeleton_hash(new) == tuner.skeleton_hash(code)  # written or not, one family
+    assert tuner.apply_config(new, tuner.config_of(code)) != new  # back to 4: written as 4, still legal
+
+
+def test_computed_blocks_are_scaled_and_a_whole_row_never_shrinks():
+    rowsum = read(CASES / "rowsum_triton.py")  # BLOCK=triton.next_power_of_2(n), no loop over it
+    (scale,) = [p for p in tuner.find_params(rowsum) if p.kind == "scale"]
+    assert scale.value == 16 and scale.choices == (16, 32)  # x1 or x2, never below the row
+    new = tuner.apply_config(rowsum, {**tuner.config_of(rowsum), scale.key: 32})
+    [(_, line)] = changed_lines(rowsum, new)
+    assert "next_power_of_2(" in line and ") * 2" in line
+    assert tuner.config_of(new)[scale.key] == 32 and tuner.skeleton_hash(new) == tuner.skeleton_hash(rowsum)
+    looping = make(
+        "    k[(n,)](x, n, BLOCK=min(triton.next_power_of_2(n), 1024), CHUNK=64)",
+    ).replace("offs = tl.program_id(0)", "for _ in range(0, n, BLOCK):\n        pass\n    offs = tl.program_id(0)")
+    params = {p.key: p for p in tuner.find_params(looping)}
+    assert params["k.BLOCK.scale"].choices == (2, 4, 8, 16, 32)  # a blocked loop may shrink its block
+    assert 256 in params["k.BLOCK.cap"].choices  # and its min() cap may go down
+    down = tuner.apply_config(looping, {**tuner.config_of(looping), "k.BLOCK.scale": 4, "k.BLOCK.cap": 2048})
+    assert "BLOCK=max(min(triton.next_power_of_2(n), 2048) // 4, 16)" in down
+    assert tuner.config_of(down)["k.BLOCK.scale"] == 4 and tuner.skeleton_hash(down) == tuner.skeleton_hash(looping)
+    whole_row = make("    k[(n,)](x, n, BLOCK=min(triton.next_power_of_2(n), 1024), CHUNK=64)")
+    assert min(p.choices for p in tuner.find_params(whole_row) if p.key == "k.BLOCK.cap")[0] == 1024
+
+
+def test_a_launch_without_tunable_literals_gets_eight_distinct_variants():
+    code = read(REPO / "examples/softmax/triton_softmax.py")  # block = next_power_of_2(n), no num_warps
+    seen = walk(code, seed=1, limit=8, stop_at_limit=True)
+    children = {tuner.apply_config(code, c) for c in seen}
+    assert len(seen) == 8 and len(children) == 8 and code not in children
+    for child in children:
+        compile(child, "child.py", "exec")
+
+
+def test_autotune_configs_are_tuned_and_the_launch_left_to_autotune():
+    autotune = (
+        '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4),'
+        ' triton.Config({"BLOCK": 256}, num_warps=8, num_stages=2)], key=["n"])\n@triton.jit'
+    )
+    code = make("    k[(n,)](x, n, CHUNK=64)", autotune)
+    assert [p.key for p in tuner.find_params(code)] == [
+        "k.CHUNK",
+        "k.config0.BLOCK",
+        "k.config0.num_warps",
+        "k.config1.BLOCK",
+        "k.config1.num_warps",
+        "k.config1.num_stages",
+    ]  # nothing added at the launch: autotune owns the options
+    new = tuner.apply_config(code, {"k.config1.BLOCK": 512, "k.config1.num_stages": 4})
+    assert 'triton.Config({"BLOCK": 512}, num_warps=8, num_stages=4)' in new
+    assert tuner.skeleton_hash(new) == tuner.skeleton_hash(code)
 
 
 KERNEL = '''import triton
@@ -105,25 +177,27 @@ def make(body: str, decorators: str = "@triton.jit") -> str:
     ],
 )
 def test_non_literal_or_ambiguous_values_are_skipped(body):
-    assert tuner.find_params(make(body)) == []
+    assert written(tuner.find_params(make(body))) == []
 
 
 def test_kernel_defaults_and_non_constexpr_keywords_are_not_tuned():
     code = make("    k[(n,)](x_ptr=x, n=4096, BLOCK=256, CHUNK=64)")
-    assert [p.key for p in tuner.find_params(code)] == ["k.BLOCK", "k.CHUNK"]  # EXTRA's default 64 stays
+    assert [p.key for p in written(tuner.find_params(code))] == ["k.BLOCK", "k.CHUNK"]  # EXTRA's default 64 stays
     code = make("    BLOCK = 256\n    k[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK, CHUNK=n, num_warps=big)")
-    assert [p.key for p in tuner.find_params(code)] == ["k.BLOCK"]  # num_warps=big is not a literal
+    # num_warps=big is not a literal, and it is written, so not added either
+    assert [p.key for p in tuner.find_params(code)] == ["k.BLOCK", "k.num_stages"]
 
 
 def test_autotuned_and_heuristic_params_are_skipped():
     autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])\n@triton.jit'
     code = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64, num_warps=4, num_stages=2)", autotune)
-    assert [p.key for p in tuner.find_params(code)] == ["k.CHUNK"]  # autotune owns BLOCK, warps, stages
+    # autotune owns BLOCK, warps, stages at the launch; its config list is tuned instead
+    assert [p.key for p in tuner.find_params(code)] == ["k.CHUNK", "k.config0.BLOCK", "k.config0.num_warps"]
     heuristics = '@triton.heuristics(values={"CHUNK": lambda args: 64})\n@triton.jit'
     code = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64, num_warps=4)", heuristics)
-    assert [p.key for p in tuner.find_params(code)] == ["k.BLOCK", "k.num_warps"]
+    assert [p.key for p in written(tuner.find_params(code))] == ["k.BLOCK", "k.num_warps"]
     plain = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64, num_warps=4)", "@jit")
-    assert [p.key for p in tuner.find_params(plain)] == ["k.BLOCK", "k.CHUNK", "k.num_warps"]
+    assert [p.key for p in written(tuner.find_params(plain))] == ["k.BLOCK", "k.CHUNK", "k.num_warps"]
 
 
 def test_only_kernels_of_the_file_are_launch_sites():
@@ -136,9 +210,12 @@ def test_second_launch_site_of_a_kernel_gets_its_own_key():
     assert tuner.config_of(code) == {
         "k.BLOCK": 256,
         "k.CHUNK": 64,
+        "k.num_warps": 4,
+        "k.num_stages": 3,
         "k#2.BLOCK": 512,
         "k#2.CHUNK": 32,
         "k#2.num_warps": 2,
+        "k#2.num_stages": 3,
     }
     new = tuner.apply_config(code, {"k#2.BLOCK": 1024})
     assert changed_lines(code, new) == [
@@ -151,7 +228,7 @@ def test_second_launch_site_of_a_kernel_gets_its_own_key():
 
 def test_one_name_feeding_two_keywords_is_one_param():
     code = make("    B = 128\n    k[(triton.cdiv(n, B),)](x, n, BLOCK=B, CHUNK=B)")
-    assert tuner.config_of(code) == {"k.BLOCK": 128}
+    assert written_config(code) == {"k.BLOCK": 128}
 
 
 # ----- editing ------------------------------------------------------------------------------------
@@ -161,7 +238,7 @@ def test_assignment_form_edits_only_the_assignment():
     code = read(CASES / "elementwise_triton.py")
     new = tuner.apply_config(code, {"relu_mul_add_kernel.BLOCK": 1024})
     assert changed_lines(code, new) == [("        BLOCK = 4096\n", "        BLOCK = 1024\n")]
-    assert tuner.config_of(new) == {"relu_mul_add_kernel.BLOCK": 1024}
+    assert written_config(new) == {"relu_mul_add_kernel.BLOCK": 1024}
 
 
 def test_literal_keyword_form_edits_only_the_keywords():
@@ -189,19 +266,22 @@ def test_inline_grid_literal_follows_its_block_keyword():
         )
     ]
     ambiguous = make("    k[(triton.cdiv(n, 256),)](x, n, BLOCK=256, CHUNK=256)")
-    assert tuner.find_params(ambiguous) == []  # which keyword the grid's 256 means is unknowable
+    assert written(tuner.find_params(ambiguous)) == []  # which keyword the grid's 256 means is unknowable
 
 
 def test_grid_pairing_survives_every_proposal():
     # both keywords have grid twins; a child where BLOCK met CHUNK's value would pair the grid differently
-    code = make("    k[(triton.cdiv(n, 16), triton.cdiv(n, 32))](x, n, BLOCK=16, CHUNK=32)")
-    assert tuner.config_of(code) == {"k.BLOCK": 16, "k.CHUNK": 32}
+    code = make("    k[(triton.cdiv(n, 16), triton.cdiv(n, 32))](x, n, BLOCK=16, CHUNK=32, num_warps=4, num_stages=3)")
+    assert written_config(code) == {"k.BLOCK": 16, "k.CHUNK": 32, "k.num_warps": 4, "k.num_stages": 3}
     new = tuner.apply_config(code, {"k.BLOCK": 64, "k.CHUNK": 128})
-    assert "    k[(triton.cdiv(n, 64), triton.cdiv(n, 128))](x, n, BLOCK=64, CHUNK=128)\n" in new
-    seen = walk(code, seed=2)  # asserts each child keeps the params and the skeleton
+    assert (
+        "    k[(triton.cdiv(n, 64), triton.cdiv(n, 128))](x, n, BLOCK=64, CHUNK=128, num_warps=4, num_stages=3)\n"
+        in new
+    )
+    seen = walk(code, seed=2, check_children=False)
     assert all(c["k.BLOCK"] != c["k.CHUNK"] for c in seen)
-    block, chunk = (set(p.choices) for p in tuner.find_params(code))
-    assert len(seen) == len(block) * len(chunk) - len(block & chunk) - 1
+    block, chunk, warps, stages = (set(p.choices) for p in tuner.find_params(code))
+    assert len(seen) == (len(block) * len(chunk) - len(block & chunk)) * len(warps) * len(stages) - 1
 
 
 def test_apply_config_rejects_unknown_keys_and_bad_values():
@@ -231,8 +311,11 @@ def key(config: dict[str, int]) -> frozenset:
     return frozenset(config.items())
 
 
-def walk(code: str, seed: int, check_children: bool = True, limit: int = 10_000) -> list[dict[str, int]]:
-    """Propose from `code` until None, recording each proposal with a random score."""
+def walk(
+    code: str, seed: int, check_children: bool = True, limit: int = 10_000, stop_at_limit: bool = False
+) -> list[dict[str, int]]:
+    """Propose from `code` until None (or `limit` proposals, with `stop_at_limit`), recording each
+    proposal with a random score."""
     rng, measured, seen = random.Random(seed), {}, []
     for _ in range(limit):
         proposal = tuner.propose(code, measured, rng)
@@ -245,6 +328,8 @@ def walk(code: str, seed: int, check_children: bool = True, limit: int = 10_000)
             assert tuner.skeleton_hash(new) == tuner.skeleton_hash(code)  # ...and the same skeleton
         measured[key(config)] = rng.random()
         seen.append(config)
+    if stop_at_limit:
+        return seen
     raise AssertionError("propose never ran out")
 
 
@@ -264,51 +349,65 @@ def test_matmul_walk_respects_the_dot_area_bound():
         m, n, k = (c[f"matmul_kernel.BLOCK_{d}"] for d in "MNK")
         return m * n + n * k + m * k
 
+    def staged(c):  # pipelined A and B tiles in shared memory
+        m, n, k = (c[f"matmul_kernel.BLOCK_{d}"] for d in "MNK")
+        return c["matmul_kernel.num_stages"] * (m * k + k * n)
+
+    def legal(c):
+        return area(c) <= 3 * 128 * 128 and staged(c) <= tuner.STAGED_TILE_BOUND
+
     everything = [dict(zip([p.key for p in params], v)) for v in itertools.product(*(p.choices for p in params))]
-    legal = [c for c in everything if area(c) <= 3 * 128 * 128]
-    assert len(legal) < len(everything)  # the bound excludes something, so this test can fail
-    seen = walk(code, seed=7, check_children=False)
-    assert all(area(c) <= 3 * 128 * 128 for c in seen)
-    assert len(seen) == len(legal) - 1
+    allowed = [c for c in everything if legal(c)]
+    assert len([c for c in everything if area(c) <= 3 * 128 * 128]) > len(allowed)  # the stage bound bites too
+    assert len(allowed) < len(everything)  # the bounds exclude something, so this test can fail
+    seen = walk(code, seed=7, check_children=False, limit=300, stop_at_limit=True)
+    assert len(seen) == 300 and all(legal(c) for c in seen)
 
 
 def test_propose_continues_an_improving_direction():
     base = read(CASES / "elementwise_triton.py")
     current = tuner.apply_config(base, {"relu_mul_add_kernel.BLOCK": 2048})
-    measured = {key({"relu_mul_add_kernel.BLOCK": 1024}): 1.0, key({"relu_mul_add_kernel.BLOCK": 2048}): 2.0}
+    measured = {
+        key(full(base, {"relu_mul_add_kernel.BLOCK": 1024})): 1.0,
+        key(full(base, {"relu_mul_add_kernel.BLOCK": 2048})): 2.0,
+    }
     for seed in range(20):
         new, config = tuner.propose(current, measured, random.Random(seed))
-        assert config == {"relu_mul_add_kernel.BLOCK": 4096}
+        assert config == full(base, {"relu_mul_add_kernel.BLOCK": 4096})
         assert "BLOCK = 4096" in new
+
+
+def R(block: int, warps: int, stages: int = 3) -> dict[str, int]:
+    """A measured config of benchmarks/tasks/relu_triton.py (num_stages left out there: Triton's 3)."""
+    return {"relu_kernel.BLOCK_SIZE": block, "relu_kernel.num_warps": warps, "relu_kernel.num_stages": stages}
 
 
 def test_propose_steps_past_a_better_neighbour():
     code = read(REPO / "benchmarks/tasks/relu_triton.py")  # BLOCK_SIZE 4096, num_warps 8
     measured = {
-        key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 8}): 1.0,
-        key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 4}): 1.5,
-        key({"relu_kernel.BLOCK_SIZE": 8192, "relu_kernel.num_warps": 8}): 0.5,
+        key(R(4096, 8)): 1.0,
+        key(R(4096, 4)): 1.5,
+        key(R(8192, 8)): 0.5,
     }
     for seed in range(20):
         _, config = tuner.propose(code, measured, random.Random(seed))
         # warps 8 -> 4 gained 0.5, BLOCK 8192 -> 4096 gained 0.5 too: either continuation, nothing else
         assert config in (
-            {"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 2},
-            {"relu_kernel.BLOCK_SIZE": 2048, "relu_kernel.num_warps": 8},
+            R(4096, 2),
+            R(2048, 8),
         )
-    measured[key({"relu_kernel.BLOCK_SIZE": 4096, "relu_kernel.num_warps": 4})] = 3.0  # warps gain dominates
-    assert tuner.propose(code, measured, random.Random(0))[1] == {
-        "relu_kernel.BLOCK_SIZE": 4096,
-        "relu_kernel.num_warps": 2,
-    }
+    measured[key(R(4096, 4))] = 3.0  # warps gain dominates
+    assert tuner.propose(code, measured, random.Random(0))[1] == R(4096, 2)
 
 
 def test_propose_prefers_parameters_not_yet_explored():
     code = read(REPO / "benchmarks/tasks/relu_triton.py")
-    measured = {key({"relu_kernel.BLOCK_SIZE": 8192, "relu_kernel.num_warps": 8}): 0.7}  # current unmeasured
+    measured = {key(R(8192, 8)): 0.7}  # current unmeasured
     for seed in range(20):
         _, config = tuner.propose(code, measured, random.Random(seed))
-        assert config["relu_kernel.BLOCK_SIZE"] == 4096 and config["relu_kernel.num_warps"] in (4, 16)
+        # BLOCK_SIZE was varied already; the move is one step of warps or of (added) stages
+        assert config["relu_kernel.BLOCK_SIZE"] == 4096
+        assert config in (R(4096, 4), R(4096, 16), R(4096, 8, 2), R(4096, 8, 4))
 
 
 def test_propose_moves_two_steps_when_neighbours_are_measured():
@@ -316,9 +415,11 @@ def test_propose_moves_two_steps_when_neighbours_are_measured():
     params = tuner.find_params(code)
 
     def cfg(block, warps):
-        return {"relu_kernel.BLOCK_SIZE": block, "relu_kernel.num_warps": warps}
+        return R(block, warps)
 
     measured = {
+        key(R(4096, 8, 2)): 1.0,  # num_stages' neighbours measured too: only two-step moves are left near
+        key(R(4096, 8, 4)): 1.0,
         key(cfg(4096, 8)): 1.0,
         key(cfg(2048, 8)): 1.0,
         key(cfg(8192, 8)): 1.0,

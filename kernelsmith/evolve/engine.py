@@ -34,7 +34,7 @@ from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
-from kernelsmith.evolve.tuning import TuningMemory, annotate
+from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.task import Task
@@ -123,7 +123,7 @@ class Engine:
             self.counts[shown_status(row.status, row.flags)] += 1
             self._admit(row.id, row.iteration, row.island, row.has_code, row.score, ok, row.descriptors)
             self.profiler.seen(row.island, row.score, ok)
-            self.tuning.record(row.skeleton, row.config, row.score)
+            self.tuning.record(row.skeleton, row.config, row.score, row.id, ok)
             if row.iteration > 0:
                 self.since_best += 1
                 self.done += 1
@@ -174,14 +174,14 @@ class Engine:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
         program.descriptors = describe(code, program.eval, self.cfg.archive.features)
-        annotate(program)
+        annotate(program, self.tuning.hopper)
         return program
 
     async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
         """A launch-parameter variant of the parent; when the tuner has tried everything around it,
-        of the next best correct programs of the island, then of the whole archive."""
+        of the next best correct programs of the island, the whole archive, then of every family's best."""
         order = [sel.parent_id] if sel.parent_id is not None and sel.parent_ok else []
-        order += self.archive.islands[island].best_ok.ids() + self.archive.best_ids(50)
+        order += self.archive.islands[island].best_ok.ids() + self.archive.best_ids(50) + self.tuning.leader_ids()
         for pid in dict.fromkeys(order):
             parent = self.store.get(pid)
             proposal = self.tuning.propose(parent, rng)
@@ -201,7 +201,7 @@ class Engine:
                 return await self._evaluate(program)
             finally:
                 self.tuning.release(parent.skeleton, config)
-        self.stop_reason = self.stop_reason or "the tuner has nothing left to try"
+        self.stop_reason = self.stop_reason or self.tuning.exhausted()
         return Program(
             iteration=iteration,
             island=island,
@@ -285,7 +285,7 @@ class Engine:
         if p.code is not None and p.id is not None:
             self.evaluated.setdefault(program_hash(p.code), p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
-        self.tuning.record(p.skeleton, p.config, p.score)
+        self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
         improved = p.ok and (self.best is None or p.score > self.best.score)
         if p.iteration > 0:
@@ -331,6 +331,7 @@ class Engine:
             self.store.set_meta("hardware", self.hardware)
         else:  # nothing left to run: do not start a judge only to ask
             self.hardware = self.store.get_meta("hardware") or {}
+        self.tuning.hopper = hopper_or_newer(self.hardware)
         try:
             if 0 not in stored:
                 await self._iteration(0)
@@ -353,6 +354,7 @@ class Engine:
             self.stop_reason,
             time.monotonic() - self.started,
             profiling=self.profiler.stats(),
+            tuner=self.tuning.stats(),
         )
 
     async def _loop(self, todo: deque) -> None:

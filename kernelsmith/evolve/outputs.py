@@ -82,6 +82,7 @@ def write_summary(
     stop_reason: str,
     elapsed_s: float,
     profiling: dict | None = None,
+    tuner: dict | None = None,
 ) -> dict:
     iterations = store.iterations()
     best = store.best()
@@ -104,6 +105,7 @@ def write_summary(
         "device": cfg.evaluation.device,
         "hardware": hardware,
         "profiling": profiling,  # the counters stage for new island bests (evolve/profiling.py)
+        "tuner": tuner,  # launch configurations measured, per program family (evolve/tuning.py)
     }
     _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if best is not None:

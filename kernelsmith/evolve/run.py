@@ -90,9 +90,9 @@ def _outputs_on_interrupt(
         if engine.store.get_meta("task_hash") != task.hash:
             return  # stopped before the run directory was claimed: it may hold another task's run
         hardware = engine.hardware or engine.store.get_meta("hardware") or {}
-        write_summary(
-            engine.run_dir, engine.store, task, cfg, hardware, "interrupted", time.monotonic() - engine.started
-        )
+        elapsed = time.monotonic() - engine.started
+        stats = engine.tuning.stats()
+        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted", elapsed, tuner=stats)
         report = write_report(engine.run_dir) if write_report else None
     except (OSError, UserError, sqlite3.DatabaseError) as exc:  # the interrupt, not this, is what the user sees
         say(f"interrupted; could not write the run's summary and report: {exc}")

@@ -1,33 +1,40 @@
 """An LLM-free mutation operator: retune the launch parameters of a Triton candidate.
 
-Only integer literals are edited, through libcst, so everything else in the file stays
-byte-identical and a tuned child differs from its parent in those literals alone. A literal is
-tunable when it reaches a `@triton.jit` kernel of the same file at a launch `K[grid](...)`:
+Edits go through libcst, so everything else in the file stays byte-identical and a tuned child
+differs from its parent at its launches alone. What is tuned, at a launch `K[grid](...)` of a
+`@triton.jit` kernel of the same file:
   * "block": a `tl.constexpr` keyword whose value is a power-of-two int, written at the launch
     (`BLOCK=1024`) or bound once in the launching function (`BLOCK = 1024`; then the assignment
     is edited so the grid's `triton.cdiv(n, BLOCK)` stays consistent; `B_M, B_N = 64, 32` too).
     An inline grid literal equal to a literal keyword (`K[(cdiv(n, 4096),)](..., BLOCK=4096)`)
     is the same quantity written twice and is edited with it;
-  * "num_warps" / "num_stages": keyword literals already at the launch. Absent ones are not
-    added: adding one would change the skeleton (the tuned child would lose its family) and
-    would clash with `@triton.autotune`, which owns them.
-Values computed at run time, kernel parameter defaults and anything `@triton.autotune` or
-`@triton.heuristics` sets are not the caller's to tune.
+  * "scale": a block computed at run time (`triton.next_power_of_2(n)`, `min(...)` of it), scaled
+    by a power of two; never below the computed value where the kernel needs the whole row
+    (tuner_launch.py), and the power-of-two literals of its `min(...)` caps as blocks;
+  * "num_warps" / "num_stages" (and "num_ctas" on Hopper for tl.dot kernels): literals at the
+    launch, or added where the launch leaves them out (starting from Triton's defaults; an
+    option at its default is never written, so the child stays in its parent's family);
+  * `@triton.autotune` kernels: the literals of every `triton.Config`, so the autotuner picks
+    among tuned configs.
+Proposals stay within shared-memory bounds for tl.dot tiles (tiles, and tiles times stages).
+Kernel parameter defaults and what `@triton.heuristics` sets are not the caller's to tune.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import random
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
 
+from kernelsmith.evolve import tuner_launch as launch
 from kernelsmith.identity import program_hash
 
 NUM_WARPS = (1, 2, 4, 8, 16)
@@ -39,6 +46,9 @@ DOT_CAP = 256  # tl.dot tiles: larger ones exceed registers/shared memory on cur
 # kernel calling tl.dot, BLOCK_M*BLOCK_N + BLOCK_N*BLOCK_K + BLOCK_M*BLOCK_K <= 3*128*128,
 # summed over pairs of its tunable BLOCK* parameters at one launch.
 DOT_AREA_BOUND = 3 * 128 * 128
+# Pipelined A and B tiles in shared memory: num_stages * (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N)
+# 2-byte elements within ~200 KiB (an H100/H200 SM has 228 KiB; A100 164 KiB fails above that).
+STAGED_TILE_BOUND = 100 * 1024
 ENUMERATE_LIMIT = 200_000  # beyond this many configs, random ones are sampled, not listed
 SAMPLE_TRIES = 2_000
 _DOT_NAME = re.compile(r"BLOCK(?:_SIZE)?_[MNK](?![A-Za-z])")
@@ -51,6 +61,7 @@ class Param:
     kind: str  # "block" | "num_warps" | "num_stages"
     value: int
     choices: tuple[int, ...]  # legal values, sorted; the current value is always among them
+    added: bool = False  # a launch option the code leaves out (its value: Triton's default)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class _Kernel:
     preset: frozenset[str]  # names that autotune/heuristics decorators mention: theirs, not ours
     autotuned: bool
     uses_dot: bool
+    loops: frozenset[str] = frozenset()  # names inside a range(...) in its body: blocks it loops over
+    configs: tuple = ()  # @triton.autotune: per Config, ((name, literal), ...)
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,13 @@ class _Analysis:
     nodes: dict[str, tuple[cst.Integer, ...]]  # key -> the literal(s) holding its value
     dot_groups: tuple[tuple[str, ...], ...]  # per tl.dot launch: keys of its BLOCK* tiles
     distinct: tuple[tuple[str, tuple[str | int, ...]], ...]  # key -> values (or keys) it must differ from
+    # computed blocks: key -> the expression node (E, E * k or max(E // k, 16)) that is rescaled
+    scaled: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    # options a launch leaves out: key -> (its call, the keyword, the value it has now)
+    inserts: dict[str, tuple[cst.Call, str, int]] = field(default_factory=dict)
+    option_args: dict[str, cst.Arg] = field(default_factory=dict)  # options written at the launch
+    # per tl.dot launch with a num_stages: (stages key, BLOCK_M, BLOCK_N, BLOCK_K keys)
+    stage_groups: tuple[tuple[str, str, str, str], ...] = ()
 
 
 def _dotted(expr: cst.BaseExpression) -> str:
@@ -90,14 +110,17 @@ def _params_of(fn: cst.FunctionDef) -> list[cst.Param]:
 
 def _kernels(module: cst.Module) -> dict[str, _Kernel]:
     found: dict[str, tuple] = {}
+    extra: dict[str, tuple] = {}
     for fn in (s for s in module.body if isinstance(s, cst.FunctionDef)):
-        jit, autotuned, preset = False, False, set()
+        jit, autotuned, preset, configs = False, False, set(), []
         for dec in fn.decorators:
             name = _dotted(dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator)
             jit |= name in ("jit", "triton.jit")
             if name in ("autotune", "triton.autotune", "heuristics", "triton.heuristics"):
                 autotuned |= name.endswith("autotune")
                 preset |= {cast(cst.SimpleString, s).evaluated_value for s in m.findall(dec, m.SimpleString())}
+                if name.endswith("autotune"):
+                    configs += launch.autotune_configs(dec, module)
         if not jit:
             continue
         constexprs = frozenset(
@@ -109,11 +132,12 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
         dot = any(_dotted(f).rsplit(".", 1)[-1] == "dot" for f in calls)
         callees = {f.value for f in calls if isinstance(f, cst.Name)}
         found[fn.name.value] = (constexprs, frozenset(preset), autotuned, dot, callees)
+        extra[fn.name.value] = (launch.looped_names(fn), tuple(tuple(c) for c in configs))
     # tl.dot reached through same-file jit helpers counts too
     dot = {name for name, f in found.items() if f[3]}
     while grown := {n for n, f in found.items() if n not in dot and f[4] & dot}:
         dot |= grown
-    return {n: _Kernel(f[0], f[1], f[2], n in dot) for n, f in found.items()}
+    return {n: _Kernel(f[0], f[1], f[2], n in dot, *extra[n]) for n, f in found.items()}
 
 
 class _Launches(cst.CSTVisitor):
@@ -141,11 +165,15 @@ class _Bindings(cst.CSTVisitor):
     """Every binding of each name in one scope: the int literal bound, or None for anything else."""
 
     def __init__(self) -> None:
-        self.found: dict[str, list[cst.Integer | None]] = defaultdict(list)
+        # an int literal, or a computed block (tuner_launch.split_scale), bound to the name
+        self.found: dict[str, list[cst.BaseExpression | None]] = defaultdict(list)
 
     def bind(self, target: cst.CSTNode, value: cst.CSTNode | None) -> None:
         if isinstance(target, cst.Name):
-            self.found[target.value].append(value if isinstance(value, cst.Integer) else None)
+            keep = isinstance(value, cst.Integer) or (
+                isinstance(value, cst.BaseExpression) and launch.split_scale(value) is not None
+            )
+            self.found[target.value].append(cast(cst.BaseExpression, value) if keep else None)
         elif isinstance(target, (cst.Tuple, cst.List)):  # `BLOCK_M, BLOCK_N = 64, 32`
             values = None
             if (
@@ -176,7 +204,7 @@ class _Bindings(cst.CSTVisitor):
         return not isinstance(node, cst.Lambda)
 
 
-def _scope_bindings(scope: cst.Module | cst.FunctionDef) -> dict[str, list[cst.Integer | None]]:
+def _scope_bindings(scope: cst.Module | cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
     b = _Bindings()
     if isinstance(scope, cst.FunctionDef):
         for p in _params_of(scope):
@@ -206,8 +234,29 @@ def _int(node: cst.Integer) -> int:
     return int(node.evaluated_value)
 
 
+def _option_choices(kind: str, value: int) -> tuple[int, ...] | None:
+    if kind == "num_ctas":
+        return tuple(sorted({*launch.NUM_CTAS, value}))
+    return _choices(kind, kind, value, False)
+
+
+_TILE = re.compile(r"_([MNK])$")
+
+
+def _stage_group(stages: str | None, tiles: list[tuple[str, str]]) -> tuple[str, str, str, str] | None:
+    """(stages, M, N, K keys) of a tl.dot launch whose tiles name their dimension (BLOCK_M ...)."""
+    dims = {}
+    for kw, key in tiles:
+        hit = _TILE.search(kw)
+        if hit:
+            dims[hit.group(1)] = key
+    if stages is None or set(dims) != {"M", "N", "K"}:
+        return None
+    return (stages, dims["M"], dims["N"], dims["K"])
+
+
 @functools.lru_cache(maxsize=64)
-def _analyze(code: str) -> _Analysis:
+def _analyze(code: str, hopper: bool = False) -> _Analysis:
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as e:
@@ -219,9 +268,19 @@ def _analyze(code: str) -> _Analysis:
     nodes: dict[str, tuple[cst.Integer, ...]] = {}
     owner: dict[int, str] = {}  # id(literal) -> key: one literal shared by two keywords is one param
     groups: list[tuple[str, ...]] = []
+    stage_groups: list[tuple[str, str, str, str]] = []
     distinct: list[tuple[str, tuple[str | int, ...]]] = []
+    scaled: dict[str, cst.BaseExpression] = {}
+    inserts: dict[str, tuple[cst.Call, str, int]] = {}
+    option_args: dict[str, cst.Arg] = {}
     site_count: dict[str, int] = defaultdict(int)
     bindings_of: dict[int, dict] = {}
+
+    def add(key: str, kind: str, node: cst.Integer, choices, twins=()) -> None:
+        nodes[key] = (node, *twins)
+        owner.update({id(n): key for n in nodes[key]})
+        params.append(Param(key, kind, _int(node), choices))
+
     for kname, call, scope in launches.sites:
         kernel = kernels[kname]
         site_count[kname] += 1
@@ -237,10 +296,10 @@ def _analyze(code: str) -> _Analysis:
             for a in call.args
             if a.keyword is not None and isinstance(a.value, cst.Integer) and a.keyword.value in kernel.constexprs
         ]
-        tiles, literal_keys = [], []
+        tiles, literal_keys, stages = [], [], None
         for arg in call.args:
             kw = arg.keyword.value if arg.keyword is not None else None
-            if kw in ("num_warps", "num_stages"):
+            if kw in ("num_warps", "num_stages", "num_ctas"):
                 if kernel.autotuned or kw in kernel.preset:
                     continue
                 kind = kw
@@ -249,6 +308,7 @@ def _analyze(code: str) -> _Analysis:
             else:
                 continue
             node, twins = arg.value, ()
+            via_name = isinstance(node, cst.Name)
             if isinstance(node, cst.Name):
                 bound = bindings.get(node.value, [])
                 node = bound[0] if len(bound) == 1 else None
@@ -258,22 +318,57 @@ def _analyze(code: str) -> _Analysis:
                 twins = tuple(g for g in grid if _int(g) == _int(node))
                 if twins and sum(_int(n) == _int(node) for n in literals) > 1:
                     continue
+            if kind == "block" and node is not None and not isinstance(node, cst.Integer):
+                split = launch.split_scale(node)
+                if split is None or id(node) in owner:
+                    continue
+                # blocks the kernel loops over (or the grid divides by) may shrink; a whole row may not
+                name_in_grid = via_name and cast(cst.Name, arg.value).value in launch.grid_names(call)
+                looping = kw in kernel.loops or name_in_grid
+                key = f"{label}.{kw}.scale"
+                scaled[key] = node
+                owner[id(node)] = key
+                base = launch.SCALES_LOOPING if looping else launch.SCALES_WHOLE_ROW
+                params.append(Param(key, "scale", split[1], tuple(sorted({*base, split[1]}))))
+                caps = [n for n in m.findall(split[0], m.Integer()) if launch._pow2_int(cast(cst.Integer, n))]
+                for j, cap in enumerate(cast(list[cst.Integer], caps)):
+                    choices = _choices("block", kw, _int(cap), kernel.uses_dot)
+                    if choices is not None and not looping:
+                        choices = tuple(c for c in choices if c >= _int(cap))
+                    if choices is not None and id(cap) not in owner:
+                        add(f"{label}.{kw}.cap{j}" if len(caps) > 1 else f"{label}.{kw}.cap", "block", cap, choices)
+                continue
             if not isinstance(node, cst.Integer):
                 continue
             if id(node) not in owner:
-                choices = _choices(kind, kw, _int(node), kernel.uses_dot)
+                choices = _choices(kind, kw, _int(node), kernel.uses_dot) if kind != "num_ctas" else None
+                if kind == "num_ctas":
+                    choices = _option_choices(kind, _int(node)) if hopper else None
                 if choices is None:
                     continue
                 key = f"{label}.{kw}"
-                nodes[key] = (node, *twins)
-                owner.update({id(n): key for n in nodes[key]})
-                params.append(Param(key, kind, _int(node), choices))
+                add(key, kind, node, choices, twins)
+                if kind != "block":
+                    option_args[key] = arg
                 if node is arg.value and kind == "block":
                     literal_keys.append(key)
+            if kind == "num_stages":
+                stages = owner[id(node)]
             if kind == "block" and kernel.uses_dot and "BLOCK" in kw:
-                tiles.append(owner[id(node)])
+                tiles.append((kw, owner[id(node)]))
+        for opt, value in launch.absent_options(call, kernel.autotuned, kernel.preset, kernel.uses_dot, hopper).items():
+            key = f"{label}.{opt}"
+            choices = _option_choices(opt, value)
+            if choices is None:
+                continue
+            inserts[key] = (call, opt, value)
+            params.append(Param(key, opt, value, choices, added=True))
+            if opt == "num_stages":
+                stages = key
         if len(tiles) >= 2:
-            groups.append(tuple(tiles))
+            groups.append(tuple(k for _, k in tiles))
+        if kernel.uses_dot and (g := _stage_group(stages, tiles)):
+            stage_groups.append(g)
         # keep which grid literals pair with which keyword the same in every tuned child
         paired = [k for k in literal_keys if len(nodes[k]) > 1]
         loose = [_int(g) for g in grid if id(g) not in owner]
@@ -283,47 +378,141 @@ def _analyze(code: str) -> _Analysis:
                 others += [owner.get(id(n), _int(n)) for n in literals if owner.get(id(n)) != key]
             if others:
                 distinct.append((key, tuple(others)))
-    return _Analysis(module, tuple(params), nodes, tuple(groups), tuple(distinct))
+    # @triton.autotune: the literals of each config (the autotuner then picks among tuned configs)
+    for kname, kernel in kernels.items():
+        for i, entries in enumerate(kernel.configs):
+            tiles, stages = [], None
+            for name, lit in entries:
+                kind = name if name in ("num_warps", "num_stages") else "block"
+                choices = _choices(kind, name, _int(lit), kernel.uses_dot)
+                if choices is None or id(lit) in owner:
+                    continue
+                key = f"{kname}.config{i}.{name}"
+                add(key, kind, lit, choices)
+                if kind == "num_stages":
+                    stages = key
+                if kind == "block" and kernel.uses_dot and "BLOCK" in name:
+                    tiles.append((name, key))
+            if len(tiles) >= 2:
+                groups.append(tuple(k for _, k in tiles))
+            if kernel.uses_dot and (g := _stage_group(stages, tiles)):
+                stage_groups.append(g)
+    return _Analysis(
+        module,
+        tuple(params),
+        nodes,
+        tuple(groups),
+        tuple(distinct),
+        scaled,
+        inserts,
+        option_args,
+        tuple(stage_groups),
+    )
+
+
+def _expr_of(original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+    """The computed part E of a scaled block, taken from `updated` at the place split_scale finds
+    it in `original` (so literals edited inside E stay edited)."""
+    split = launch.split_scale(original)
+    assert split is not None
+    if split[0] is original:
+        return updated
+    if isinstance(original, cst.BinaryOperation):
+        return cast(cst.BinaryOperation, updated).left
+    return cast(cst.BinaryOperation, cast(cst.Call, updated).args[0].value).left
 
 
 class _Replace(cst.CSTTransformer):
-    def __init__(self, new: dict[int, cst.BaseExpression]) -> None:
-        self.new = new
+    """By identity of the original node: literals replaced, scaled blocks rebuilt, options added to
+    or (for the skeleton) dropped from their launch."""
 
-    def leave_Integer(self, original_node: cst.Integer, updated_node: cst.Integer) -> cst.BaseExpression:
-        return self.new.get(id(original_node), updated_node)
+    def __init__(
+        self,
+        ints: dict[int, cst.BaseExpression],
+        scaled: dict[int, int | None] | None = None,  # id -> scale; None: mask it
+        add: dict[int, list[tuple[str, int]]] | None = None,  # id(call) -> keywords to append
+        drop: set[int] | None = None,  # ids of option arguments to leave out
+    ) -> None:
+        self.ints, self.scaled, self.add, self.drop = ints, scaled or {}, add or {}, drop or set()
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        key = id(original_node)
+        if key in self.ints:
+            return self.ints[key]
+        if key in self.scaled:
+            expr = _expr_of(original_node, updated_node)
+            scale = self.scaled[key]
+            if scale is None:
+                return cst.Call(cst.Name(_MASK), [cst.Arg(expr)])
+            return launch.render_scaled(expr, scale)
+        if isinstance(original_node, cst.Call) and (key in self.add or self.drop):
+            args = [u for o, u in zip(original_node.args, updated_node.args) if id(o) not in self.drop]
+            extra = self.add.get(key, [])
+            if extra:
+                space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+                    args[-1] = args[-1].with_changes(comma=space)
+                for i, (kw, value) in enumerate(extra):
+                    arg = cst.Arg(
+                        cst.Integer(str(value)),
+                        keyword=cst.Name(kw),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                        comma=space if i < len(extra) - 1 else cst.MaybeSentinel.DEFAULT,
+                    )
+                    args.append(arg)
+            return updated_node.with_changes(args=args)
+        return updated_node
 
 
-def find_params(code: str) -> list[Param]:
-    """The tunable launch parameters of a candidate, in source order."""
-    return list(_analyze(code).params)
+def find_params(code: str, hopper: bool = False) -> list[Param]:
+    """The tunable launch parameters of a candidate, in source order (launch options it leaves out
+    included, at the values Triton gives them)."""
+    return list(_analyze(code, hopper).params)
 
 
-def config_of(code: str) -> dict[str, int]:
-    return {p.key: p.value for p in _analyze(code).params}
+def config_of(code: str, hopper: bool = False) -> dict[str, int]:
+    return {p.key: p.value for p in _analyze(code, hopper).params}
 
 
-def skeleton_hash(code: str) -> str:
-    """Hash of the code with every tunable literal masked: programs differing only in tuned values share it."""
-    an = _analyze(code)
-    masked = an.module.visit(_Replace({id(n): cst.Name(_MASK) for ns in an.nodes.values() for n in ns})).code
+def skeleton_hash(code: str, hopper: bool = False) -> str:
+    """Hash of the code with every tunable literal masked and the launch options the tuner sets
+    left out: programs differing only in tuned values (an option written or not) share it."""
+    an = _analyze(code, hopper)
+    ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(_MASK) for ns in an.nodes.values() for n in ns}
+    drop = {id(arg) for arg in an.option_args.values()}
+    masked = an.module.visit(_Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
     return program_hash(masked)
 
 
-def apply_config(code: str, config: dict[str, int]) -> str:
-    """The code with the given parameters' literals rewritten; every other byte unchanged."""
-    an = _analyze(code)
-    unknown = sorted(set(config) - set(an.nodes))
+def apply_config(code: str, config: dict[str, int], hopper: bool = False) -> str:
+    """The code with the given parameters rewritten (literals, scaled blocks, added launch
+    options); every other byte unchanged. An absent option set to its default stays absent."""
+    an = _analyze(code, hopper)
+    known = set(an.nodes) | set(an.scaled) | set(an.inserts)
+    unknown = sorted(set(config) - known)
     if unknown:
-        raise ValueError(f"unknown tuning keys {unknown}; this code has {sorted(an.nodes)}")
-    new: dict[int, cst.BaseExpression] = {}
+        raise ValueError(f"unknown tuning keys {unknown}; this code has {sorted(known)}")
+    ints: dict[int, cst.BaseExpression] = {}
+    scaled: dict[int, int | None] = {}
+    add: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    current = {p.key: p.value for p in an.params}
     for key, value in config.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{key} must be a positive int, got {value!r}")
-        for node in an.nodes[key]:
-            if int(node.evaluated_value) != value:  # unchanged literals keep their spelling (0x400 stays)
-                new[id(node)] = node.with_changes(value=str(value))
-    return an.module.visit(_Replace(new)).code if new else code
+        if key in an.scaled:
+            if value != current[key]:
+                scaled[id(an.scaled[key])] = value
+        elif key in an.inserts:
+            call, kw, default = an.inserts[key]
+            if value != default:
+                add[id(call)].append((kw, value))
+        else:
+            for node in an.nodes[key]:
+                if int(node.evaluated_value) != value:  # unchanged literals keep their spelling (0x400 stays)
+                    ints[id(node)] = node.with_changes(value=str(value))
+    if not (ints or scaled or add):
+        return code
+    return an.module.visit(_Replace(ints, scaled, dict(add))).code
 
 
 # ----- proposals --------------------------------------------------------------------------------
@@ -332,11 +521,18 @@ Config = dict[str, int]
 
 
 def _legal(config: Config, an: _Analysis) -> bool:
-    """Within the tl.dot shared-memory bound, and no literal keyword taking a value that would
-    change which grid literals pair with it."""
-    return all(
-        sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
-    ) and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
+    """Within the tl.dot shared-memory bounds (tiles, and tiles times pipeline stages), and no
+    literal keyword taking a value that would change which grid literals pair with it."""
+    return (
+        all(
+            sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
+        )
+        and all(
+            config[s] * (config[bm] * config[bk] + config[bk] * config[bn]) <= STAGED_TILE_BOUND
+            for s, bm, bn, bk in an.stage_groups
+        )
+        and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
+    )
 
 
 def _step(config: Config | None, p: Param, d: int) -> Config | None:
@@ -348,7 +544,12 @@ def _step(config: Config | None, p: Param, d: int) -> Config | None:
 
 
 def propose(
-    code: str, measured: dict[frozenset, float], rng: random.Random, pending: frozenset | set = frozenset()
+    code: str,
+    measured: dict[frozenset, float],
+    rng: random.Random,
+    pending: frozenset | set = frozenset(),
+    hopper: bool = False,
+    space: dict[str, set[int]] | None = None,
 ) -> tuple[str, Config] | None:
     """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
     following improvements (pending configs have no score yet, so they steer nothing).
@@ -358,25 +559,31 @@ def propose(
     past N (bigger gains first); (2) an unmeasured neighbour, parameters that the measured
     configs varied least first; (3) two steps (two parameters, or one twice), best summed
     measured gains first; (4) any unmeasured config. None when nothing is left.
+
+    `space` widens each parameter's choices (the values legal around the family's other programs
+    that the search tuned from: tuning.py), so that "nothing left" means nothing left in the family.
     """
-    an = _analyze(code)
+    an = _analyze(code, hopper)
     if not an.params:
         return None
-    current = {p.key: p.value for p in an.params}
+    params = [
+        dataclasses.replace(p, choices=tuple(sorted({*p.choices, *(space or {}).get(p.key, ())}))) for p in an.params
+    ]
+    current = {p.key: p.value for p in params}
     tried = set(measured) | set(pending) | {frozenset(current.items())}
 
     def score(cfg: Config | None) -> float | None:
         return None if cfg is None else measured.get(frozenset(cfg.items()))
 
     base = score(current)
-    moves = [(p, d) for p in an.params for d in (-1, 1)]
+    moves = [(p, d) for p in params for d in (-1, 1)]
     gain = {}  # (key, d) -> measured score change from current to that neighbour
     for p, d in moves:
         s = score(_step(current, p, d))
         gain[p.key, d] = 0.0 if s is None or base is None else s - base
     varied = defaultdict(int)
     for cfg in map(dict, measured):
-        for p in an.params:
+        for p in params:
             varied[p.key] += p.key in cfg and cfg[p.key] != current[p.key]
     continuing = [
         (-abs(gain[p.key, d]), _step(current, p, -d) if gain[p.key, d] < 0 else _step(_step(current, p, d), p, d))
@@ -397,26 +604,26 @@ def propose(
         ]
         if ranked:
             pick = min(ranked, key=lambda r: r[:3])[3]
-            return apply_config(code, pick), pick
-    pick = _random(an, tried, rng)
-    return None if pick is None else (apply_config(code, pick), pick)
+            return apply_config(code, pick, hopper), pick
+    pick = _random(params, an, tried, rng)
+    return None if pick is None else (apply_config(code, pick, hopper), pick)
 
 
-def _random(an: _Analysis, tried: set[frozenset], rng: random.Random) -> Config | None:
+def _random(params: list[Param], an: _Analysis, tried: set[frozenset], rng: random.Random) -> Config | None:
     """Any unmeasured legal config; listed exhaustively when the space is small enough."""
-    keys = [p.key for p in an.params]
+    keys = [p.key for p in params]
     size = 1
-    for p in an.params:
+    for p in params:
         size *= len(p.choices)
     if size <= ENUMERATE_LIMIT:
         options = [
             c
-            for values in itertools.product(*(p.choices for p in an.params))
+            for values in itertools.product(*(p.choices for p in params))
             if frozenset((c := dict(zip(keys, values))).items()) not in tried and _legal(c, an)
         ]
         return rng.choice(options) if options else None
     for _ in range(SAMPLE_TRIES):  # a space this large is practically never exhausted
-        c = {p.key: rng.choice(p.choices) for p in an.params}
+        c = {p.key: rng.choice(p.choices) for p in params}
         if frozenset(c.items()) not in tried and _legal(c, an):
             return c
     return None

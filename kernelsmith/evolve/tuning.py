@@ -4,6 +4,11 @@ Every stored program with code is annotated with its skeleton (the code with its
 literals masked) and its config (those literals), whichever operator produced it; so the tuner
 never re-proposes a configuration the search has measured, an LLM's included, and moves toward
 better-scoring neighbours. Proposals in flight count as measured until their verdict arrives.
+Programs sharing a skeleton are a family. A parameter's legal values depend on the program
+tuned from (a block ranges over /16 .. x16 of its value): the family's space is the union of
+those, over every program it was tuned from. The best correct program of each family is
+remembered, so a search stops for want of proposals only when no unmeasured configuration
+is left in the space of any family.
 """
 
 from __future__ import annotations
@@ -14,39 +19,67 @@ from kernelsmith.evolve import tuner
 from kernelsmith.evolve.program import Program
 
 
-def annotate(program: Program) -> None:
+def hopper_or_newer(hardware: dict) -> bool:
+    """Compute capability 9 or above (Hopper's launch options, num_ctas), from the judge's hardware record."""
+    try:
+        return int(str(hardware.get("capability", "0")).split(".")[0]) >= 9
+    except ValueError:
+        return False
+
+
+def annotate(program: Program, hopper: bool = False) -> None:
     """Set the program's skeleton and config (None when its code has nothing tunable or fails to parse)."""
     program.skeleton, program.config = None, None
     if not program.code:
         return
     try:
-        if not tuner.find_params(program.code):
+        if not tuner.find_params(program.code, hopper):
             return
-        program.skeleton = tuner.skeleton_hash(program.code)
-        program.config = tuner.config_of(program.code)
+        program.skeleton = tuner.skeleton_hash(program.code, hopper)
+        program.config = tuner.config_of(program.code, hopper)
     except Exception:  # code the tuner cannot parse (a syntax error, say) is simply not tunable
         return
 
 
 class TuningMemory:
-    def __init__(self):
+    def __init__(self, hopper: bool = False):
+        self.hopper = hopper  # the judge's GPU is Hopper or newer: num_ctas is tunable too
         self.measured: dict[str, dict[frozenset, float]] = {}
         self.pending: dict[str, set[frozenset]] = {}
+        self.leaders: dict[str, tuple[float, int]] = {}  # skeleton -> (score, id) of its best correct program
+        # skeleton -> parameter -> values legal around any program tuned from: the family's space
+        self.space: dict[str, dict[str, set[int]]] = {}
 
-    def record(self, skeleton: str | None, config: dict | None, score: float) -> None:
+    def record(
+        self, skeleton: str | None, config: dict | None, score: float, pid: int | None = None, ok: bool = False
+    ) -> None:
         if skeleton is None or config is None:
             return
         key = frozenset(config.items())
         seen = self.measured.setdefault(skeleton, {})
         seen[key] = max(score, seen.get(key, score))
         self.pending.get(skeleton, set()).discard(key)
+        if ok and pid is not None and (skeleton not in self.leaders or score > self.leaders[skeleton][0]):
+            self.leaders[skeleton] = (score, pid)
+
+    def leader_ids(self) -> list[int]:
+        """The best correct program of every family, best first."""
+        return [pid for _, pid in sorted(self.leaders.values(), reverse=True)]
 
     def propose(self, parent: Program, rng: random.Random) -> tuple[str, dict[str, int]] | None:
         """A new variant of the parent's launch parameters, reserved until it is recorded."""
         if parent.skeleton is None or not parent.code:
             return None
+        space = self.space.setdefault(parent.skeleton, {})
+        for p in tuner.find_params(parent.code, self.hopper):
+            space.setdefault(p.key, set()).update(p.choices)
         proposal = tuner.propose(
-            parent.code, self.measured.get(parent.skeleton, {}), rng, pending=self.pending.get(parent.skeleton, set())
+            parent.code,
+            self.measured.get(parent.skeleton, {}),
+            rng,
+            pending=self.pending.get(parent.skeleton, set()),
+            hopper=self.hopper,
+            space=space,
         )
         if proposal is not None:
             self.pending.setdefault(parent.skeleton, set()).add(frozenset(proposal[1].items()))
@@ -55,3 +88,23 @@ class TuningMemory:
     def release(self, skeleton: str | None, config: dict | None) -> None:
         if skeleton is not None and config is not None:
             self.pending.get(skeleton, set()).discard(frozenset(config.items()))
+
+    def exhausted(self) -> str:
+        """Why the tuner stopped: how much it measured, in how many families."""
+        n = len(self.space)
+        families = "the program family it tuned" if n == 1 else f"the {n} program families it tuned"
+        measured = self.stats()["configurations_measured"]
+        return (
+            f"the tuner has nothing left to try: every launch configuration within reach of {families} "
+            f"is measured ({measured} configurations measured)"
+        )
+
+    def stats(self) -> dict:
+        """summary.json's "tuner": configurations measured (any operator's), families, those with a correct one."""
+        return {
+            "configurations_measured": sum(len(v) for v in self.measured.values()),
+            "families": len(self.measured),
+            "families_correct": len(self.leaders),
+            "families_tuned": len(self.space),
+            "hopper_options": self.hopper,
+        }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One device-tool call for the tuner (issue 19): (1) the launch without tunable literals
+# (examples/softmax: `BLOCK_SIZE=triton.next_power_of_2(n_cols)`, no num_warps / num_stages) tuned
+# for KS_SOFTMAX_ITERS iterations (0 skips it); (2) `evolve-suite` with the tuner on the named
+# bundled tasks (copied to a sub-suite with their seeds), ITERATIONS each, then the suite benchmark
+# of their best programs. Resumable while the machine stays warm (runs/ is kept). A dry run on the
+# CPU: KS_DEVICE=cpu KS_SUITE_FLAGS=--small KS_SOFTMAX_ITERS=2 bash benchmarks/device_tuner.sh 2 softmax
+# Usage (device machine, repo root): bash benchmarks/device_tuner.sh ITERATIONS TASK...
+set -u
+if [ "${KS_DEVICE:-cuda}" = cuda ]; then  # the device image lacks some dependencies: carried wheels
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+ITER=${1:-40}; shift
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } | tee -a "$OUT/machine.log"
+if [ "${KS_SOFTMAX_ITERS:-12}" -gt 0 ]; then
+  python3 -m kernelsmith.cli evolve examples/softmax/task.py --seed examples/softmax/triton_softmax.py --mutator tune \
+    --iterations "${KS_SOFTMAX_ITERS:-12}" --device "${KS_DEVICE:-cuda}" --run-dir runs/softmax-nextpow2 --json 2>&1 | grep -v USDT | tail -1 > "$OUT/softmax_nextpow2_summary.json"
+  python3 -m kernelsmith.cli export runs/softmax-nextpow2 --format jsonl 2>/dev/null | python3 -c "
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    keys = ('iteration', 'operator', 'status', 'speedup', 'speedup_vs_compile', 'candidate_ms', 'error', 'config')
+    print(json.dumps({k: r[k] for k in keys}))
+" > "$OUT/softmax_nextpow2_programs.jsonl"
+fi
+mkdir -p runs/subsuite/tasks runs/subsuite/seeds
+for t in "$@"; do cp "examples/suite/$t.py" runs/subsuite/tasks/; cp "examples/suite_seeds/$t.py" runs/subsuite/seeds/; done
+if [ $# -gt 0 ]; then
+  python3 -m kernelsmith.cli evolve-suite runs/subsuite/tasks --seeds runs/subsuite/seeds --mutator tune \
+    --iterations "$ITER" --device "${KS_DEVICE:-cuda}" ${KS_SUITE_FLAGS:-} --runs-dir runs/suite-tune40 2>&1 | grep -v USDT | tee "$OUT/suite_tune.log" | tail -30
+  cp runs/suite-tune40/suite_report.json "$OUT/" 2>/dev/null
+  for t in "$@"; do
+    python3 -m kernelsmith.cli export "runs/suite-tune40/$t" --format jsonl 2>/dev/null | python3 -c "
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+ok = [r for r in rows if r['status'] == 'correct']
+best = max(ok, key=lambda r: r['speedup'] or 0) if ok else None
+seed = rows[0] if rows else None
+print(json.dumps({'task': '$t', 'programs': len(rows), 'correct': len(ok), 'seed_config': seed and seed['config'],
+  'best_iteration': best and best['iteration'], 'best_speedup': best and best['speedup'],
+  'best_vs_compile': best and best['speedup_vs_compile'], 'best_config': best and best['config']}))
+" >> "$OUT/suite_best_configs.jsonl"
+    python3 -c "import json; print(json.dumps(json.load(open('runs/suite-tune40/$t/summary.json'))))" >> "$OUT/summaries.jsonl" 2>/dev/null
+  done
+fi
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | tee -a "$OUT/machine.log"
