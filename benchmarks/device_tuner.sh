@@ -30,7 +30,8 @@ fi
 mkdir -p runs/subsuite/tasks runs/subsuite/seeds
 for t in "$@"; do cp "examples/suite/$t.py" runs/subsuite/tasks/; cp "examples/suite_seeds/$t.py" runs/subsuite/seeds/; done
 if [ $# -gt 0 ]; then
-  python3 -m kernelsmith.cli evolve-suite runs/subsuite/tasks --seeds runs/subsuite/seeds --mutator tune \
+  # a time limit of its own (KS_SUITE_LIMIT s), so that what ran is still exported below
+  timeout "${KS_SUITE_LIMIT:-100000}" python3 -m kernelsmith.cli evolve-suite runs/subsuite/tasks --seeds runs/subsuite/seeds --mutator tune \
     --iterations "$ITER" --device "${KS_DEVICE:-cuda}" ${KS_SUITE_FLAGS:-} --runs-dir runs/suite-tune40 2>&1 | grep -v USDT | tee "$OUT/suite_tune.log" | tail -30
   cp runs/suite-tune40/suite_report.json "$OUT/" 2>/dev/null
   for t in "$@"; do
