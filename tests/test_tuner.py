@@ -341,25 +341,32 @@ def test_propose_walks_every_config_once_then_stops():
     assert len(seen) == 5 * 5 * 5 - 1 == len({key(c) for c in seen})
 
 
-def test_matmul_walk_respects_the_dot_area_bound():
+def test_matmul_walk_respects_the_register_and_shared_memory_bounds():
     code = read(CASES / "matmul_triton.py")
     params = tuner.find_params(code)
 
-    def area(c):
-        m, n, k = (c[f"matmul_kernel.BLOCK_{d}"] for d in "MNK")
-        return m * n + n * k + m * k
+    def acc(c):  # the fp32 accumulator, per warp
+        return c["matmul_kernel.BLOCK_M"] * c["matmul_kernel.BLOCK_N"] / c["matmul_kernel.num_warps"]
 
     def staged(c):  # pipelined A and B tiles in shared memory
         m, n, k = (c[f"matmul_kernel.BLOCK_{d}"] for d in "MNK")
         return c["matmul_kernel.num_stages"] * (m * k + k * n)
 
     def legal(c):
-        return area(c) <= 3 * 128 * 128 and staged(c) <= tuner.STAGED_TILE_BOUND
+        return acc(c) <= 32 * 256 and staged(c) <= tuner.STAGED_TILE_BOUND
 
     everything = [dict(zip([p.key for p in params], v)) for v in itertools.product(*(p.choices for p in params))]
     allowed = [c for c in everything if legal(c)]
-    assert len([c for c in everything if area(c) <= 3 * 128 * 128]) > len(allowed)  # the stage bound bites too
-    assert len(allowed) < len(everything)  # the bounds exclude something, so this test can fail
+    assert len([c for c in everything if acc(c) <= 32 * 256]) > len(allowed)  # the stage bound bites
+    assert len([c for c in everything if staged(c) <= tuner.STAGED_TILE_BOUND]) > len(allowed)  # and registers
+    # Hopper's best-known GEMM tiles are legal: 128x256x64 with 8 warps and 3 stages (and 4 warps for 128x256x32)
+    best = {"matmul_kernel.BLOCK_M": 128, "matmul_kernel.BLOCK_N": 256, "matmul_kernel.BLOCK_K": 64}
+    assert legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 3})
+    assert not legal(best | {"matmul_kernel.num_warps": 2, "matmul_kernel.num_stages": 3})
+    an = tuner._analyze(code)
+    assert {p.key for p in params} == set(best) | {"matmul_kernel.num_warps", "matmul_kernel.num_stages"}
+    assert tuner._legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 3}, an)
+    assert not tuner._legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 5}, an)  # 160 K elements
     seen = walk(code, seed=7, check_children=False, limit=300, stop_at_limit=True)
     assert len(seen) == 300 and all(legal(c) for c in seen)
 

@@ -41,14 +41,17 @@ NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = (1, 2, 3, 4, 5)
 BLOCK_FLOOR, BLOCK_CAP = 16, 16384
 DOT_CAP = 256  # tl.dot tiles: larger ones exceed registers/shared memory on current GPUs
-# Shared memory, roughly: A, B and C tiles of a matmul with three 128-wide dimensions (fp32
-# C, fp16 A/B, a couple of pipeline stages) is about what an H100/A100 SM holds. So for a
-# kernel calling tl.dot, BLOCK_M*BLOCK_N + BLOCK_N*BLOCK_K + BLOCK_M*BLOCK_K <= 3*128*128,
-# summed over pairs of its tunable BLOCK* parameters at one launch.
-DOT_AREA_BOUND = 3 * 128 * 128
-# Pipelined A and B tiles in shared memory: num_stages * (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N)
-# 2-byte elements within ~200 KiB (an H100/H200 SM has 228 KiB; A100 164 KiB fails above that).
+# A tl.dot launch whose tiles name their dimensions (BLOCK_M, BLOCK_N, BLOCK_K):
+# - registers: the fp32 accumulator BLOCK_M*BLOCK_N spread over num_warps*32 threads must fit
+#   within a thread's 255 registers: BLOCK_M*BLOCK_N <= ACC_PER_WARP * num_warps (128x256 needs
+#   4 warps, 256x256 needs 8); beyond that it can only spill;
+# - shared memory: the pipelined A and B tiles, num_stages * (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N)
+#   2-byte elements, within ~200 KiB (an H100/H200 SM has 228 KiB; A100 164 KiB fails above that).
+ACC_PER_WARP = 32 * 256
 STAGED_TILE_BOUND = 100 * 1024
+# Tiles that do not name their dimensions: BLOCK* products summed over pairs at one launch within
+# what three 128-wide tiles take (a rough shared-memory and register bound of older versions).
+DOT_AREA_BOUND = 3 * 128 * 128
 ENUMERATE_LIMIT = 200_000  # beyond this many configs, random ones are sampled, not listed
 SAMPLE_TRIES = 2_000
 _DOT_NAME = re.compile(r"BLOCK(?:_SIZE)?_[MNK](?![A-Za-z])")
@@ -86,8 +89,8 @@ class _Analysis:
     # options a launch leaves out: key -> (its call, the keyword, the value it has now)
     inserts: dict[str, tuple[cst.Call, str, int]] = field(default_factory=dict)
     option_args: dict[str, cst.Arg] = field(default_factory=dict)  # options written at the launch
-    # per tl.dot launch with a num_stages: (stages key, BLOCK_M, BLOCK_N, BLOCK_K keys)
-    stage_groups: tuple[tuple[str, str, str, str], ...] = ()
+    # per tl.dot launch with named tiles: (stages key or None, warps key or None, BLOCK_M, BLOCK_N, BLOCK_K keys)
+    tile_groups: tuple[tuple[str | None, str | None, str, str, str], ...] = ()
 
 
 def _dotted(expr: cst.BaseExpression) -> str:
@@ -243,16 +246,18 @@ def _option_choices(kind: str, value: int) -> tuple[int, ...] | None:
 _TILE = re.compile(r"_([MNK])$")
 
 
-def _stage_group(stages: str | None, tiles: list[tuple[str, str]]) -> tuple[str, str, str, str] | None:
-    """(stages, M, N, K keys) of a tl.dot launch whose tiles name their dimension (BLOCK_M ...)."""
+def _tile_group(
+    stages: str | None, warps: str | None, tiles: list[tuple[str, str]]
+) -> tuple[str | None, str | None, str, str, str] | None:
+    """(stages, warps, M, N, K keys) of a tl.dot launch whose tiles name their dimension (BLOCK_M ...)."""
     dims = {}
     for kw, key in tiles:
         hit = _TILE.search(kw)
         if hit:
             dims[hit.group(1)] = key
-    if stages is None or set(dims) != {"M", "N", "K"}:
+    if set(dims) != {"M", "N", "K"}:
         return None
-    return (stages, dims["M"], dims["N"], dims["K"])
+    return (stages, warps, dims["M"], dims["N"], dims["K"])
 
 
 @functools.lru_cache(maxsize=64)
@@ -268,7 +273,7 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
     nodes: dict[str, tuple[cst.Integer, ...]] = {}
     owner: dict[int, str] = {}  # id(literal) -> key: one literal shared by two keywords is one param
     groups: list[tuple[str, ...]] = []
-    stage_groups: list[tuple[str, str, str, str]] = []
+    tile_groups: list[tuple[str | None, str | None, str, str, str]] = []
     distinct: list[tuple[str, tuple[str | int, ...]]] = []
     scaled: dict[str, cst.BaseExpression] = {}
     inserts: dict[str, tuple[cst.Call, str, int]] = {}
@@ -296,7 +301,7 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
             for a in call.args
             if a.keyword is not None and isinstance(a.value, cst.Integer) and a.keyword.value in kernel.constexprs
         ]
-        tiles, literal_keys, stages = [], [], None
+        tiles, literal_keys, stages, warps = [], [], None, None
         for arg in call.args:
             kw = arg.keyword.value if arg.keyword is not None else None
             if kw in ("num_warps", "num_stages", "num_ctas"):
@@ -354,6 +359,8 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
                     literal_keys.append(key)
             if kind == "num_stages":
                 stages = owner[id(node)]
+            if kind == "num_warps":
+                warps = owner[id(node)]
             if kind == "block" and kernel.uses_dot and "BLOCK" in kw:
                 tiles.append((kw, owner[id(node)]))
         for opt, value in launch.absent_options(call, kernel.autotuned, kernel.preset, kernel.uses_dot, hopper).items():
@@ -363,12 +370,12 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
                 continue
             inserts[key] = (call, opt, value)
             params.append(Param(key, opt, value, choices, added=True))
-            if opt == "num_stages":
-                stages = key
-        if len(tiles) >= 2:
+            stages = key if opt == "num_stages" else stages
+            warps = key if opt == "num_warps" else warps
+        if kernel.uses_dot and (g := _tile_group(stages, warps, tiles)):
+            tile_groups.append(g)
+        elif len(tiles) >= 2:
             groups.append(tuple(k for _, k in tiles))
-        if kernel.uses_dot and (g := _stage_group(stages, tiles)):
-            stage_groups.append(g)
         # keep which grid literals pair with which keyword the same in every tuned child
         paired = [k for k in literal_keys if len(nodes[k]) > 1]
         loose = [_int(g) for g in grid if id(g) not in owner]
@@ -381,7 +388,7 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
     # @triton.autotune: the literals of each config (the autotuner then picks among tuned configs)
     for kname, kernel in kernels.items():
         for i, entries in enumerate(kernel.configs):
-            tiles, stages = [], None
+            tiles, stages, warps = [], None, None
             for name, lit in entries:
                 kind = name if name in ("num_warps", "num_stages") else "block"
                 choices = _choices(kind, name, _int(lit), kernel.uses_dot)
@@ -389,14 +396,14 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
                     continue
                 key = f"{kname}.config{i}.{name}"
                 add(key, kind, lit, choices)
-                if kind == "num_stages":
-                    stages = key
+                stages = key if kind == "num_stages" else stages
+                warps = key if kind == "num_warps" else warps
                 if kind == "block" and kernel.uses_dot and "BLOCK" in name:
                     tiles.append((name, key))
-            if len(tiles) >= 2:
+            if kernel.uses_dot and (g := _tile_group(stages, warps, tiles)):
+                tile_groups.append(g)
+            elif len(tiles) >= 2:
                 groups.append(tuple(k for _, k in tiles))
-            if kernel.uses_dot and (g := _stage_group(stages, tiles)):
-                stage_groups.append(g)
     return _Analysis(
         module,
         tuple(params),
@@ -406,7 +413,7 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
         scaled,
         inserts,
         option_args,
-        tuple(stage_groups),
+        tuple(tile_groups),
     )
 
 
@@ -521,18 +528,21 @@ Config = dict[str, int]
 
 
 def _legal(config: Config, an: _Analysis) -> bool:
-    """Within the tl.dot shared-memory bounds (tiles, and tiles times pipeline stages), and no
-    literal keyword taking a value that would change which grid literals pair with it."""
-    return (
-        all(
-            sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
-        )
-        and all(
-            config[s] * (config[bm] * config[bk] + config[bk] * config[bn]) <= STAGED_TILE_BOUND
-            for s, bm, bn, bk in an.stage_groups
-        )
-        and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
-    )
+    """Within the tl.dot bounds (the accumulator in registers, the pipelined tiles in shared
+    memory; pairwise tile areas where tiles do not name their dimensions), and no literal keyword
+    taking a value that would change which grid literals pair with it."""
+    for stages, warps, bm, bn, bk in an.tile_groups:
+        w = config[warps] if warps is not None else launch.OPTION_DEFAULTS["num_warps"]
+        if config[bm] * config[bn] > ACC_PER_WARP * w:
+            return False
+        if (
+            stages is not None
+            and config[stages] * (config[bm] * config[bk] + config[bk] * config[bn]) > STAGED_TILE_BOUND
+        ):
+            return False
+    return all(
+        sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
+    ) and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
 
 
 def _step(config: Config | None, p: Param, d: int) -> Config | None:
