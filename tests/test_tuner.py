@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsmith.evolve import tuner
+from kernelsmith.evolve import tuner, tuner_search
 from kernelsmith.evolve.tuner import Param
 
 REPO = Path(__file__).resolve().parent.parent
@@ -318,7 +318,7 @@ def walk(
     proposal with a random score."""
     rng, measured, seen = random.Random(seed), {}, []
     for _ in range(limit):
-        proposal = tuner.propose(code, measured, rng)
+        proposal = tuner_search.propose(code, measured, rng)
         if proposal is None:
             return seen
         new, config = proposal
@@ -353,20 +353,22 @@ def test_matmul_walk_respects_the_register_and_shared_memory_bounds():
         return c["matmul_kernel.num_stages"] * (m * k + k * n)
 
     def legal(c):
-        return acc(c) <= 32 * 256 and staged(c) <= tuner.STAGED_TILE_BOUND
+        return acc(c) <= 32 * 256 and staged(c) <= tuner_search.STAGED_TILE_BOUND
 
     everything = [dict(zip([p.key for p in params], v)) for v in itertools.product(*(p.choices for p in params))]
     allowed = [c for c in everything if legal(c)]
     assert len([c for c in everything if acc(c) <= 32 * 256]) > len(allowed)  # the stage bound bites
-    assert len([c for c in everything if staged(c) <= tuner.STAGED_TILE_BOUND]) > len(allowed)  # and registers
+    assert len([c for c in everything if staged(c) <= tuner_search.STAGED_TILE_BOUND]) > len(allowed)  # and registers
     # Hopper's best-known GEMM tiles are legal: 128x256x64 with 8 warps and 3 stages (and 4 warps for 128x256x32)
     best = {"matmul_kernel.BLOCK_M": 128, "matmul_kernel.BLOCK_N": 256, "matmul_kernel.BLOCK_K": 64}
     assert legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 3})
     assert not legal(best | {"matmul_kernel.num_warps": 2, "matmul_kernel.num_stages": 3})
-    an = tuner._analyze(code)
+    an = tuner.analyze(code)
     assert {p.key for p in params} == set(best) | {"matmul_kernel.num_warps", "matmul_kernel.num_stages"}
-    assert tuner._legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 3}, an)
-    assert not tuner._legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 5}, an)  # 160 K elements
+    assert tuner_search.legal(best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 3}, an)
+    assert not tuner_search.legal(
+        best | {"matmul_kernel.num_warps": 8, "matmul_kernel.num_stages": 5}, an
+    )  # 160 K elements
     seen = walk(code, seed=7, check_children=False, limit=300, stop_at_limit=True)
     assert len(seen) == 300 and all(legal(c) for c in seen)
 
@@ -379,7 +381,7 @@ def test_propose_continues_an_improving_direction():
         key(full(base, {"relu_mul_add_kernel.BLOCK": 2048})): 2.0,
     }
     for seed in range(20):
-        new, config = tuner.propose(current, measured, random.Random(seed))
+        new, config = tuner_search.propose(current, measured, random.Random(seed))
         assert config == full(base, {"relu_mul_add_kernel.BLOCK": 4096})
         assert "BLOCK = 4096" in new
 
@@ -397,21 +399,21 @@ def test_propose_steps_past_a_better_neighbour():
         key(R(8192, 8)): 0.5,
     }
     for seed in range(20):
-        _, config = tuner.propose(code, measured, random.Random(seed))
+        _, config = tuner_search.propose(code, measured, random.Random(seed))
         # warps 8 -> 4 gained 0.5, BLOCK 8192 -> 4096 gained 0.5 too: either continuation, nothing else
         assert config in (
             R(4096, 2),
             R(2048, 8),
         )
     measured[key(R(4096, 4))] = 3.0  # warps gain dominates
-    assert tuner.propose(code, measured, random.Random(0))[1] == R(4096, 2)
+    assert tuner_search.propose(code, measured, random.Random(0))[1] == R(4096, 2)
 
 
 def test_propose_prefers_parameters_not_yet_explored():
     code = read(REPO / "benchmarks/tasks/relu_triton.py")
     measured = {key(R(8192, 8)): 0.7}  # current unmeasured
     for seed in range(20):
-        _, config = tuner.propose(code, measured, random.Random(seed))
+        _, config = tuner_search.propose(code, measured, random.Random(seed))
         # BLOCK_SIZE was varied already; the move is one step of warps or of (added) stages
         assert config["relu_kernel.BLOCK_SIZE"] == 4096
         assert config in (R(4096, 4), R(4096, 16), R(4096, 8, 2), R(4096, 8, 4))
@@ -434,14 +436,14 @@ def test_propose_moves_two_steps_when_neighbours_are_measured():
         key(cfg(4096, 16)): 1.0,
     }
     for seed in range(20):
-        _, config = tuner.propose(code, measured, random.Random(seed))
+        _, config = tuner_search.propose(code, measured, random.Random(seed))
         steps = sum(abs(p.choices.index(config[p.key]) - p.choices.index(p.value)) for p in params)
         assert steps == 2
     measured[key(cfg(8192, 8))], measured[key(cfg(4096, 4))] = 0.9, 1.2  # warps down gained, BLOCK up lost
     measured[key(cfg(2048, 8))] = 1.1
     measured[key(cfg(1024, 8))] = measured[key(cfg(4096, 2))] = 0.5  # continuing either way was tried
     for seed in range(5):  # both gains combine first: BLOCK down and warps down together
-        assert tuner.propose(code, measured, random.Random(seed))[1] == cfg(2048, 4)
+        assert tuner_search.propose(code, measured, random.Random(seed))[1] == cfg(2048, 4)
 
 
 def test_propose_is_deterministic_given_the_rng():
@@ -459,7 +461,7 @@ def test_proposals_compile_and_keep_powers_of_two(path):
     for p in params:
         space *= len(p.choices)
     for _ in range(6):
-        proposal = tuner.propose(code, measured, rng)
+        proposal = tuner_search.propose(code, measured, rng)
         if proposal is None:
             assert not params or len(measured) == space - 1
             return
@@ -477,7 +479,7 @@ def test_propose_skips_pending_configs_without_reading_them_as_scores():
     import random as _random
 
     code = (CASES / "elementwise_small_blocks.py").read_text()
-    first = tuner.propose(code, {}, _random.Random(0))
+    first = tuner_search.propose(code, {}, _random.Random(0))
     assert first is not None
-    again = tuner.propose(code, {}, _random.Random(0), pending={frozenset(first[1].items())})
+    again = tuner_search.propose(code, {}, _random.Random(0), pending={frozenset(first[1].items())})
     assert again is not None and again[1] != first[1]

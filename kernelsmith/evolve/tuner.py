@@ -22,10 +22,7 @@ Kernel parameter defaults and what `@triton.heuristics` sets are not the caller'
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import itertools
-import random
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -41,19 +38,6 @@ NUM_WARPS = (1, 2, 4, 8, 16)
 NUM_STAGES = (1, 2, 3, 4, 5)
 BLOCK_FLOOR, BLOCK_CAP = 16, 16384
 DOT_CAP = 256  # tl.dot tiles: larger ones exceed registers/shared memory on current GPUs
-# A tl.dot launch whose tiles name their dimensions (BLOCK_M, BLOCK_N, BLOCK_K):
-# - registers: the fp32 accumulator BLOCK_M*BLOCK_N spread over num_warps*32 threads must fit
-#   within a thread's 255 registers: BLOCK_M*BLOCK_N <= ACC_PER_WARP * num_warps (128x256 needs
-#   4 warps, 256x256 needs 8); beyond that it can only spill;
-# - shared memory: the pipelined A and B tiles, num_stages * (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N)
-#   2-byte elements, within ~200 KiB (an H100/H200 SM has 228 KiB; A100 164 KiB fails above that).
-ACC_PER_WARP = 32 * 256
-STAGED_TILE_BOUND = 100 * 1024
-# Tiles that do not name their dimensions: BLOCK* products summed over pairs at one launch within
-# what three 128-wide tiles take (a rough shared-memory and register bound of older versions).
-DOT_AREA_BOUND = 3 * 128 * 128
-ENUMERATE_LIMIT = 200_000  # beyond this many configs, random ones are sampled, not listed
-SAMPLE_TRIES = 2_000
 _DOT_NAME = re.compile(r"BLOCK(?:_SIZE)?_[MNK](?![A-Za-z])")
 _MASK = "__tuned__"
 
@@ -78,7 +62,7 @@ class _Kernel:
 
 
 @dataclass(frozen=True)
-class _Analysis:
+class Analysis:
     module: cst.Module
     params: tuple[Param, ...]
     nodes: dict[str, tuple[cst.Integer, ...]]  # key -> the literal(s) holding its value
@@ -261,7 +245,7 @@ def _tile_group(
 
 
 @functools.lru_cache(maxsize=64)
-def _analyze(code: str, hopper: bool = False) -> _Analysis:
+def analyze(code: str, hopper: bool = False) -> Analysis:
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as e:
@@ -404,7 +388,7 @@ def _analyze(code: str, hopper: bool = False) -> _Analysis:
                 tile_groups.append(g)
             elif len(tiles) >= 2:
                 groups.append(tuple(k for _, k in tiles))
-    return _Analysis(
+    return Analysis(
         module,
         tuple(params),
         nodes,
@@ -474,17 +458,17 @@ class _Replace(cst.CSTTransformer):
 def find_params(code: str, hopper: bool = False) -> list[Param]:
     """The tunable launch parameters of a candidate, in source order (launch options it leaves out
     included, at the values Triton gives them)."""
-    return list(_analyze(code, hopper).params)
+    return list(analyze(code, hopper).params)
 
 
 def config_of(code: str, hopper: bool = False) -> dict[str, int]:
-    return {p.key: p.value for p in _analyze(code, hopper).params}
+    return {p.key: p.value for p in analyze(code, hopper).params}
 
 
 def skeleton_hash(code: str, hopper: bool = False) -> str:
     """Hash of the code with every tunable literal masked and the launch options the tuner sets
     left out: programs differing only in tuned values (an option written or not) share it."""
-    an = _analyze(code, hopper)
+    an = analyze(code, hopper)
     ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(_MASK) for ns in an.nodes.values() for n in ns}
     drop = {id(arg) for arg in an.option_args.values()}
     masked = an.module.visit(_Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
@@ -494,7 +478,7 @@ def skeleton_hash(code: str, hopper: bool = False) -> str:
 def apply_config(code: str, config: dict[str, int], hopper: bool = False) -> str:
     """The code with the given parameters rewritten (literals, scaled blocks, added launch
     options); every other byte unchanged. An absent option set to its default stays absent."""
-    an = _analyze(code, hopper)
+    an = analyze(code, hopper)
     known = set(an.nodes) | set(an.scaled) | set(an.inserts)
     unknown = sorted(set(config) - known)
     if unknown:
@@ -520,120 +504,3 @@ def apply_config(code: str, config: dict[str, int], hopper: bool = False) -> str
     if not (ints or scaled or add):
         return code
     return an.module.visit(_Replace(ints, scaled, dict(add))).code
-
-
-# ----- proposals --------------------------------------------------------------------------------
-
-Config = dict[str, int]
-
-
-def _legal(config: Config, an: _Analysis) -> bool:
-    """Within the tl.dot bounds (the accumulator in registers, the pipelined tiles in shared
-    memory; pairwise tile areas where tiles do not name their dimensions), and no literal keyword
-    taking a value that would change which grid literals pair with it."""
-    for stages, warps, bm, bn, bk in an.tile_groups:
-        w = config[warps] if warps is not None else launch.OPTION_DEFAULTS["num_warps"]
-        if config[bm] * config[bn] > ACC_PER_WARP * w:
-            return False
-        if (
-            stages is not None
-            and config[stages] * (config[bm] * config[bk] + config[bk] * config[bn]) > STAGED_TILE_BOUND
-        ):
-            return False
-    return all(
-        sum(config[a] * config[b] for a, b in itertools.combinations(g, 2)) <= DOT_AREA_BOUND for g in an.dot_groups
-    ) and all(config[k] not in {config[o] if isinstance(o, str) else o for o in others} for k, others in an.distinct)
-
-
-def _step(config: Config | None, p: Param, d: int) -> Config | None:
-    """`config` with `p` moved `d` places along its choices; None off either end."""
-    if config is None or config[p.key] not in p.choices:
-        return None
-    i = p.choices.index(config[p.key]) + d
-    return {**config, p.key: p.choices[i]} if 0 <= i < len(p.choices) else None
-
-
-def propose(
-    code: str,
-    measured: dict[frozenset, float],
-    rng: random.Random,
-    pending: frozenset | set = frozenset(),
-    hopper: bool = False,
-    space: dict[str, set[int]] | None = None,
-) -> tuple[str, Config] | None:
-    """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
-    following improvements (pending configs have no score yet, so they steer nothing).
-
-    Stages, each ranked, rng breaking ties: (1) continue a direction that improved: if
-    neighbour A -> current gained, step again the same way; if neighbour N beat current, step
-    past N (bigger gains first); (2) an unmeasured neighbour, parameters that the measured
-    configs varied least first; (3) two steps (two parameters, or one twice), best summed
-    measured gains first; (4) any unmeasured config. None when nothing is left.
-
-    `space` widens each parameter's choices (the values legal around the family's other programs
-    that the search tuned from: tuning.py), so that "nothing left" means nothing left in the family.
-    """
-    an = _analyze(code, hopper)
-    if not an.params:
-        return None
-    params = [
-        dataclasses.replace(p, choices=tuple(sorted({*p.choices, *(space or {}).get(p.key, ())}))) for p in an.params
-    ]
-    current = {p.key: p.value for p in params}
-    tried = set(measured) | set(pending) | {frozenset(current.items())}
-
-    def score(cfg: Config | None) -> float | None:
-        return None if cfg is None else measured.get(frozenset(cfg.items()))
-
-    base = score(current)
-    moves = [(p, d) for p in params for d in (-1, 1)]
-    gain = {}  # (key, d) -> measured score change from current to that neighbour
-    for p, d in moves:
-        s = score(_step(current, p, d))
-        gain[p.key, d] = 0.0 if s is None or base is None else s - base
-    varied = defaultdict(int)
-    for cfg in map(dict, measured):
-        for p in params:
-            varied[p.key] += p.key in cfg and cfg[p.key] != current[p.key]
-    continuing = [
-        (-abs(gain[p.key, d]), _step(current, p, -d) if gain[p.key, d] < 0 else _step(_step(current, p, d), p, d))
-        for p, d in moves
-        if gain[p.key, d]
-    ]
-    neighbours = [(varied[p.key], _step(current, p, d)) for p, d in moves]
-    two_steps = [
-        (-(gain[p.key, dp] + gain[q.key, dq]), _step(_step(current, p, dp), q, dq))
-        for (p, dp), (q, dq) in itertools.combinations_with_replacement(moves, 2)
-        if p is not q or dp == dq
-    ]  # not there and back again
-    for stage in (continuing, neighbours, two_steps):
-        ranked = [
-            (rank, rng.random(), i, cfg)
-            for i, (rank, cfg) in enumerate(stage)
-            if cfg is not None and frozenset(cfg.items()) not in tried and _legal(cfg, an)
-        ]
-        if ranked:
-            pick = min(ranked, key=lambda r: r[:3])[3]
-            return apply_config(code, pick, hopper), pick
-    pick = _random(params, an, tried, rng)
-    return None if pick is None else (apply_config(code, pick, hopper), pick)
-
-
-def _random(params: list[Param], an: _Analysis, tried: set[frozenset], rng: random.Random) -> Config | None:
-    """Any unmeasured legal config; listed exhaustively when the space is small enough."""
-    keys = [p.key for p in params]
-    size = 1
-    for p in params:
-        size *= len(p.choices)
-    if size <= ENUMERATE_LIMIT:
-        options = [
-            c
-            for values in itertools.product(*(p.choices for p in params))
-            if frozenset((c := dict(zip(keys, values))).items()) not in tried and _legal(c, an)
-        ]
-        return rng.choice(options) if options else None
-    for _ in range(SAMPLE_TRIES):  # a space this large is practically never exhausted
-        c = {p.key: rng.choice(p.choices) for p in params}
-        if frozenset(c.items()) not in tried and _legal(c, an):
-            return c
-    return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from kernelsmith.evolve import tuner
+from kernelsmith.evolve import tuner, tuner_search
 from kernelsmith.evolve.program import Program
 
 
@@ -73,7 +73,7 @@ class TuningMemory:
         space = self.space.setdefault(parent.skeleton, {})
         for p in tuner.find_params(parent.code, self.hopper):
             space.setdefault(p.key, set()).update(p.choices)
-        proposal = tuner.propose(
+        proposal = tuner_search.propose(
             parent.code,
             self.measured.get(parent.skeleton, {}),
             rng,
