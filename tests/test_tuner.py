@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsmith.evolve import tuner, tuner_search
+from kernelsmith.evolve import tuner, tuner_launch, tuner_search
 from kernelsmith.evolve.tuner import Param
 
 REPO = Path(__file__).resolve().parent.parent
@@ -371,6 +371,23 @@ def test_matmul_walk_respects_the_register_and_shared_memory_bounds():
     )  # 160 K elements
     seen = walk(code, seed=7, check_children=False, limit=300, stop_at_limit=True)
     assert len(seen) == 300 and all(legal(c) for c in seen)
+
+
+def test_a_gemm_launch_tries_the_tutorial_configs_first_and_once():
+    code = read(REPO / "examples" / "suite_seeds" / "batched_matmul.py")  # 64 x 64 x 32, num_warps=4
+    names = ("bmm_kernel.BLOCK_M", "bmm_kernel.BLOCK_N", "bmm_kernel.BLOCK_K", "bmm_kernel.num_warps")
+    first = walk(code, seed=1, check_children=False, limit=9, stop_at_limit=True)
+    expected = [dict(zip((*names, "bmm_kernel.num_stages"), prior)) for prior in tuner_search.GEMM_PRIORS]
+    assert first[:8] == expected  # all eight are legal here, in the tutorial's order
+    assert first[8] not in expected  # then the walk
+    # Hopper: num_ctas joins the config; from a parent that differs from a measured prior only
+    # in num_ctas, that prior is not proposed again
+    if "num_ctas" not in tuner_launch.triton_options():
+        return
+    measured = {key({**c, "bmm_kernel.num_ctas": 1}): 1.0 for c in expected[:3]}
+    parent = tuner.apply_config(code, {"bmm_kernel.num_ctas": 2}, hopper=True)
+    proposal = tuner_search.propose(parent, measured, random.Random(0), hopper=True)
+    assert proposal is not None and proposal[1] == {**expected[3], "bmm_kernel.num_ctas": 2}
 
 
 def test_propose_continues_an_improving_direction():

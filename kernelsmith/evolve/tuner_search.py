@@ -3,8 +3,8 @@ finds and rewrites the parameters; tuning.py keeps what the search has measured)
 
 A proposal is never measured, pending (being evaluated) or the current config, and stays within
 the bounds of a `tl.dot` launch (registers, shared memory). Stages, each ranked, rng breaking ties:
-(1) continue a direction that improved; (2) an unmeasured neighbour; (3) two steps; (4) any
-unmeasured config.
+(0) for a GEMM launch, the configs of Triton's matmul tutorial; (1) continue a direction that
+improved; (2) an unmeasured neighbour; (3) two steps; (4) any unmeasured config.
 """
 
 from __future__ import annotations
@@ -32,6 +32,38 @@ ENUMERATE_LIMIT = 200_000  # beyond this many configs, random ones are sampled, 
 SAMPLE_TRIES = 2_000
 
 Config = dict[str, int]
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the CUDA configs of Triton's matrix
+# multiplication tutorial (triton-lang/triton, python/tutorials/03-matrix-multiplication.py),
+# in its order. A GEMM launch tries them first: a 40-iteration walk from a naive 64 x 64 x 32
+# seed does not reach them (on the H200 it ended at 64-128 x 256 x 32, docs/benchmarks.md).
+GEMM_PRIORS = (
+    (128, 256, 64, 8, 3),
+    (64, 256, 32, 4, 4),
+    (128, 128, 32, 4, 4),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (128, 32, 32, 4, 4),
+    (64, 32, 32, 2, 5),
+    (32, 64, 32, 2, 5),
+)
+
+
+def _priors(current: Config, params: list[Param], an: Analysis, tried: set[frozenset]) -> list[tuple[int, Config]]:
+    """GEMM_PRIORS set on each tl.dot launch with named tiles, in order; a prior whose values some
+    measured config already has (whatever its other parameters) is not proposed again."""
+    choices = {p.key: p.choices for p in params}
+    measured = [dict(c) for c in tried]
+    out = []
+    for stages, warps, bm, bn, bk in an.tile_groups:
+        for rank, prior in enumerate(GEMM_PRIORS):
+            values = {k: v for k, v in zip((bm, bn, bk, warps, stages), prior) if k is not None}
+            if any(v not in choices[k] for k, v in values.items()):
+                continue
+            if any(all(c.get(k) == v for k, v in values.items()) for c in measured):
+                continue
+            out.append((rank, {**current, **values}))
+    return out
 
 
 def legal(config: Config, an: Analysis) -> bool:
@@ -71,7 +103,8 @@ def propose(
     """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
     following improvements (pending configs have no score yet, so they steer nothing).
 
-    Stages, each ranked, rng breaking ties: (1) continue a direction that improved: if
+    Stages, each ranked, rng breaking ties: (0) at a tl.dot launch with named tiles, the
+    GEMM_PRIORS not yet measured; (1) continue a direction that improved: if
     neighbour A -> current gained, step again the same way; if neighbour N beat current, step
     past N (bigger gains first); (2) an unmeasured neighbour, parameters that the measured
     configs varied least first; (3) two steps (two parameters, or one twice), best summed
@@ -113,7 +146,7 @@ def propose(
         for (p, dp), (q, dq) in itertools.combinations_with_replacement(moves, 2)
         if p is not q or dp == dq
     ]  # not there and back again
-    for stage in (continuing, neighbours, two_steps):
+    for stage in (_priors(current, params, an, tried), continuing, neighbours, two_steps):
         ranked = [
             (rank, rng.random(), i, cfg)
             for i, (rank, cfg) in enumerate(stage)
