@@ -27,6 +27,9 @@ for line in sys.stdin:
     print(json.dumps({k: r[k] for k in keys}))
 " > "$OUT/softmax_nextpow2_programs.jsonl"
 fi
+# Across sessions: the runs of an earlier call come back as $OUT/suite_runs.tgz; put that file at
+# runs/suite_runs.tgz here and name runs/suite_runs.tgz in the device tool's carry to resume them.
+if [ -f runs/suite_runs.tgz ] && [ ! -d runs/suite-tune40 ]; then tar xzf runs/suite_runs.tgz -C runs; fi
 mkdir -p runs/subsuite/tasks runs/subsuite/seeds
 for t in "$@"; do cp "examples/suite/$t.py" runs/subsuite/tasks/; cp "examples/suite_seeds/$t.py" runs/subsuite/seeds/; done
 if [ $# -gt 0 ]; then
@@ -35,17 +38,19 @@ if [ $# -gt 0 ]; then
     --iterations "$ITER" --device "${KS_DEVICE:-cuda}" ${KS_SUITE_FLAGS:-} --runs-dir runs/suite-tune40 2>&1 | grep -v USDT | tee "$OUT/suite_tune.log" | tail -30
   cp runs/suite-tune40/suite_report.json "$OUT/" 2>/dev/null
   for t in "$@"; do
+    # the run's best as summary.json names it (the store's success rule), with its config and the seed's
     python3 -m kernelsmith.cli export "runs/suite-tune40/$t" --format jsonl 2>/dev/null | python3 -c "
 import json, sys
-rows = [json.loads(l) for l in sys.stdin]
-ok = [r for r in rows if r['status'] == 'correct']
-best = max(ok, key=lambda r: r['speedup'] or 0) if ok else None
-seed = rows[0] if rows else None
-print(json.dumps({'task': '$t', 'programs': len(rows), 'correct': len(ok), 'seed_config': seed and seed['config'],
-  'best_iteration': best and best['iteration'], 'best_speedup': best and best['speedup'],
-  'best_vs_compile': best and best['speedup_vs_compile'], 'best_config': best and best['config']}))
+rows = {r['id']: r for r in map(json.loads, sys.stdin)}
+s = json.load(open('runs/suite-tune40/$t/summary.json'))
+best, seed = s['best'] or {}, s['start'] or {}
+print(json.dumps({'task': '$t', 'programs': s['programs'], 'status_counts': s['status_counts'],
+  'seed_config': rows.get(seed.get('program_id'), {}).get('config'), 'best_iteration': best.get('iteration'),
+  'best_speedup': best.get('speedup'), 'best_vs_compile': best.get('speedup_vs_compile'),
+  'best_config': rows.get(best.get('program_id'), {}).get('config')}))
 " >> "$OUT/suite_best_configs.jsonl"
     python3 -c "import json; print(json.dumps(json.load(open('runs/suite-tune40/$t/summary.json'))))" >> "$OUT/summaries.jsonl" 2>/dev/null
   done
 fi
+[ -d runs/suite-tune40 ] && tar czf "$OUT/suite_runs.tgz" -C runs --exclude='*.html' suite-tune40
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | tee -a "$OUT/machine.log"
