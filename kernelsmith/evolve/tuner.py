@@ -77,14 +77,6 @@ class Analysis:
     tile_groups: tuple[tuple[str | None, str | None, str, str, str], ...] = ()
 
 
-def _dotted(expr: cst.BaseExpression) -> str:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return f"{_dotted(expr.value)}.{expr.attr.value}"
-    return ""
-
-
 def _pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
 
@@ -101,7 +93,7 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
     for fn in (s for s in module.body if isinstance(s, cst.FunctionDef)):
         jit, autotuned, preset, configs = False, False, set(), []
         for dec in fn.decorators:
-            name = _dotted(dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator)
+            name = launch.dotted(dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator)
             jit |= name in ("jit", "triton.jit")
             if name in ("autotune", "triton.autotune", "heuristics", "triton.heuristics"):
                 autotuned |= name.endswith("autotune")
@@ -113,10 +105,10 @@ def _kernels(module: cst.Module) -> dict[str, _Kernel]:
         constexprs = frozenset(
             p.name.value
             for p in _params_of(fn)
-            if p.annotation is not None and _dotted(p.annotation.annotation).endswith("constexpr")
+            if p.annotation is not None and launch.dotted(p.annotation.annotation).endswith("constexpr")
         )
         calls = [cast(cst.Call, c).func for c in m.findall(fn.body, m.Call())]
-        dot = any(_dotted(f).rsplit(".", 1)[-1] == "dot" for f in calls)
+        dot = any(launch.dotted(f).rsplit(".", 1)[-1] == "dot" for f in calls)
         callees = {f.value for f in calls if isinstance(f, cst.Name)}
         found[fn.name.value] = (constexprs, frozenset(preset), autotuned, dot, callees)
         extra[fn.name.value] = (launch.looped_names(fn), tuple(tuple(c) for c in configs))
