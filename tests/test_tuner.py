@@ -390,6 +390,31 @@ def test_a_gemm_launch_tries_the_tutorial_configs_first_and_once():
     assert proposal is not None and proposal[1] == {**expected[3], "bmm_kernel.num_ctas": 2}
 
 
+def test_autotune_configs_of_a_gemm_get_no_priors():
+    code = """import torch, triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=3)],
+                 key=["M"])
+@triton.jit
+def mm(a, b, c, M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    tl.store(c, tl.dot(tl.load(a), tl.load(b)))
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        c = torch.empty_like(a)
+        mm[(1,)](a, b, c, a.shape[0])
+        return c
+"""
+    an = tuner.analyze(code)
+    assert len(an.tile_groups) == 1 and an.launch_tiles == 0  # the config's tiles are bounded, not primed
+    _, config = tuner_search.propose(code, {}, random.Random(0))
+    tiles = tuple(config[f"mm.config0.{k}"] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    assert tiles not in tuner_search.GEMM_PRIORS
+
+
 def test_propose_continues_an_improving_direction():
     base = read(CASES / "elementwise_triton.py")
     current = tuner.apply_config(base, {"relu_mul_add_kernel.BLOCK": 2048})

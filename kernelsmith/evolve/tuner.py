@@ -75,6 +75,7 @@ class Analysis:
     option_args: dict[str, cst.Arg] = field(default_factory=dict)  # options written at the launch
     # per tl.dot launch with named tiles: (stages key or None, warps key or None, BLOCK_M, BLOCK_N, BLOCK_K keys)
     tile_groups: tuple[tuple[str | None, str | None, str, str, str], ...] = ()
+    launch_tiles: int = 0  # the first this many of tile_groups are launches' (the rest autotune configs')
 
 
 def _pow2(v: int) -> bool:
@@ -361,6 +362,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
                 others += [owner.get(id(n), _int(n)) for n in literals if owner.get(id(n)) != key]
             if others:
                 distinct.append((key, tuple(others)))
+    launch_tiles = len(tile_groups)
     # @triton.autotune: the literals of each config (the autotuner then picks among tuned configs)
     for kname, kernel in kernels.items():
         for i, entries in enumerate(kernel.configs):
@@ -390,6 +392,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
         inserts,
         option_args,
         tuple(tile_groups),
+        launch_tiles,
     )
 
 

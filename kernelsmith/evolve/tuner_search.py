@@ -50,12 +50,13 @@ GEMM_PRIORS = (
 
 
 def _priors(current: Config, params: list[Param], an: Analysis, tried: set[frozenset]) -> list[tuple[int, Config]]:
-    """GEMM_PRIORS set on each tl.dot launch with named tiles, in order; a prior whose values some
-    measured config already has (whatever its other parameters) is not proposed again."""
+    """GEMM_PRIORS set on each tl.dot launch with named tiles (not on autotune configs), in order;
+    a prior whose values some measured config already has (whatever its other parameters) is not
+    proposed again."""
     choices = {p.key: p.choices for p in params}
     measured = [dict(c) for c in tried]
     out = []
-    for stages, warps, bm, bn, bk in an.tile_groups:
+    for stages, warps, bm, bn, bk in an.tile_groups[: an.launch_tiles]:  # autotune configs are the autotuner's list
         for rank, prior in enumerate(GEMM_PRIORS):
             values = {k: v for k, v in zip((bm, bn, bk, warps, stages), prior) if k is not None}
             if any(v not in choices[k] for k, v in values.items()):
