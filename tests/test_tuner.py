@@ -384,10 +384,28 @@ def test_a_gemm_launch_tries_the_tutorial_configs_first_and_once():
     # in num_ctas, that prior is not proposed again
     if "num_ctas" not in tuner_launch.triton_options():
         return
-    measured = {key({**c, "bmm_kernel.num_ctas": 1}): 1.0 for c in expected[:3]}
+    seed_config = tuner.config_of(code, hopper=True)  # num_ctas 1, and no register cap (maxnreg)
+    measured = {key({**seed_config, **c}): 1.0 for c in expected[:3]}
     parent = tuner.apply_config(code, {"bmm_kernel.num_ctas": 2}, hopper=True)
     proposal = tuner_search.propose(parent, measured, random.Random(0), hopper=True)
-    assert proposal is not None and proposal[1] == {**expected[3], "bmm_kernel.num_ctas": 2}
+    assert proposal is not None and proposal[1] == {**seed_config, **expected[3], "bmm_kernel.num_ctas": 2}
+
+
+def test_on_hopper_a_register_cap_is_added_and_no_cap_is_never_written():
+    code = read(CASES / "elementwise_triton.py")
+    if "maxnreg" not in tuner_launch.triton_options():
+        pytest.skip("this Triton has no maxnreg option")
+    assert "relu_mul_add_kernel.maxnreg" not in tuner.config_of(code)  # not Hopper: not tuned
+    (p,) = [p for p in tuner.find_params(code, hopper=True) if p.kind == "maxnreg"]
+    assert p.added and p.value == tuner_launch.NO_REG_CAP and p.choices == (32, 64, 128, 256)
+    capped = tuner.apply_config(code, {p.key: 64}, hopper=True)
+    assert "maxnreg=64" in capped and tuner.config_of(capped, hopper=True)[p.key] == 64
+    assert tuner.skeleton_hash(capped, hopper=True) == tuner.skeleton_hash(code, hopper=True)
+    # a written cap is tuned among caps: "no cap" would need the keyword removed, not 256 written
+    (written,) = [q for q in tuner.find_params(capped, hopper=True) if q.kind == "maxnreg"]
+    assert not written.added and written.choices == (32, 64, 128)
+    uncapped = tuner.apply_config(capped, {p.key: 128}, hopper=True)
+    assert "maxnreg=128" in uncapped and "maxnreg=256" not in tuner.apply_config(code, {p.key: 256}, hopper=True)
 
 
 def test_autotune_configs_of_a_gemm_get_no_priors():

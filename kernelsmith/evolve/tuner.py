@@ -11,8 +11,8 @@ differs from its parent at its launches alone. What is tuned, at a launch `K[gri
   * "scale": a block computed at run time (`triton.next_power_of_2(n)`, `min(...)` of it), scaled
     by a power of two; never below the computed value where the kernel needs the whole row
     (tuner_launch.py), and the power-of-two literals of its `min(...)` caps as blocks;
-  * "num_warps" / "num_stages" (and "num_ctas" on Hopper for tl.dot kernels): literals at the
-    launch, or added where the launch leaves them out (starting from Triton's defaults; an
+  * "num_warps" / "num_stages" (and on Hopper "num_ctas" for tl.dot kernels, "maxnreg"): literals
+    at the launch, or added where the launch leaves them out (starting from Triton's defaults; an
     option at its default is never written, so the child stays in its parent's family);
   * `@triton.autotune` kernels: the literals of every `triton.Config`, so the autotuner picks
     among tuned configs.
@@ -217,6 +217,8 @@ def _int(node: cst.Integer) -> int:
 def _option_choices(kind: str, value: int) -> tuple[int, ...] | None:
     if kind == "num_ctas":
         return tuple(sorted({*launch.NUM_CTAS, value}))
+    if kind == "maxnreg":  # NO_REG_CAP only where the launch has no cap (it is never written)
+        return tuple(sorted({*launch.MAXNREG, value}))
     return _choices(kind, kind, value, False)
 
 
@@ -281,7 +283,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
         tiles, literal_keys, stages, warps = [], [], None, None
         for arg in call.args:
             kw = arg.keyword.value if arg.keyword is not None else None
-            if kw in ("num_warps", "num_stages", "num_ctas"):
+            if kw in ("num_warps", "num_stages", *launch.HOPPER_ONLY):
                 if kernel.autotuned or kw in kernel.preset:
                     continue
                 kind = kw
@@ -323,9 +325,10 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
             if not isinstance(node, cst.Integer):
                 continue
             if id(node) not in owner:
-                choices = _choices(kind, kw, _int(node), kernel.uses_dot) if kind != "num_ctas" else None
-                if kind == "num_ctas":
+                if kind in launch.HOPPER_ONLY:
                     choices = _option_choices(kind, _int(node)) if hopper else None
+                else:
+                    choices = _choices(kind, kw, _int(node), kernel.uses_dot)
                 if choices is None:
                     continue
                 key = f"{label}.{kw}"

@@ -2,9 +2,8 @@
 
 * launch options a launch leaves out: `num_warps` and `num_stages` (Triton's defaults, 4 and
   3 on NVIDIA, are their values until a tuned child writes another one), and on Hopper
-  (compute capability 9+) `num_ctas` for kernels that call `tl.dot`, where the installed
-  Triton has the option. `maxnreg` is not added: "no register cap" has no literal to start
-  from, and a cap below what the kernel needs spills;
+  (compute capability 9+), where the installed Triton has them, `num_ctas` for kernels that
+  call `tl.dot` and `maxnreg` (no cap, or 32 / 64 / 128 registers per thread);
 * block sizes computed at the launch: `BLOCK=triton.next_power_of_2(n)` (inline, or bound once
   in the launching function), `min(...)` / `max(...)` of such calls and power-of-two literals,
   scaled by a power of two (`E * 2`, `max(E // 2, 16)`). A kernel that does not loop over
@@ -24,8 +23,13 @@ import libcst as cst
 import libcst.matchers as m
 
 OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3}
-HOPPER_OPTIONS = {"num_ctas": 1}
 NUM_CTAS = (1, 2)
+# maxnreg caps a thread's registers; "no cap" has no value, so the tuner calls it NO_REG_CAP
+# (above the hardware's 255) and never writes it. Caps trade spills for occupancy: 32 registers
+# let an SM hold its 2048 threads, 64 half of them, 128 a quarter.
+NO_REG_CAP = 256
+MAXNREG = (32, 64, 128)
+HOPPER_ONLY = ("num_ctas", "maxnreg")  # options the tuner sets only on compute capability 9+
 SCALE_ONE = 16  # a computed block's scale is SCALE_ONE * factor: 16 leaves it as computed
 SCALES_LOOPING = (2, 4, 8, 16, 32)  # /8 .. x2
 SCALES_WHOLE_ROW = (16, 32)  # never below the computed value
@@ -60,7 +64,9 @@ def absent_options(call: cst.Call, autotuned: bool, preset: frozenset[str], uses
     present = {a.keyword.value for a in call.args if a.keyword is not None}
     wanted = dict(OPTION_DEFAULTS)
     if hopper and uses_dot and "num_ctas" in triton_options():
-        wanted |= HOPPER_OPTIONS
+        wanted["num_ctas"] = 1
+    if hopper and "maxnreg" in triton_options():
+        wanted["maxnreg"] = NO_REG_CAP
     return {k: v for k, v in wanted.items() if k not in present and k not in preset}
 
 
