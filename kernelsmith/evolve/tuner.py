@@ -16,7 +16,8 @@ differs from its parent at its launches alone. What is tuned, at a launch `K[gri
     option at its default is never written, so the child stays in its parent's family);
   * `@triton.autotune` kernels: the literals of every `triton.Config`, so the autotuner picks
     among tuned configs.
-Proposals stay within shared-memory bounds for tl.dot tiles (tiles, and tiles times stages).
+Which configuration to measure next, within the register and shared-memory bounds of tl.dot
+tiles, is tuner_search.py's; the rewriting itself tuner_edit.py's.
 Kernel parameter defaults and what `@triton.heuristics` sets are not the caller's to tune.
 """
 
@@ -31,6 +32,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
+from kernelsmith.evolve import tuner_edit
 from kernelsmith.evolve import tuner_launch as launch
 from kernelsmith.identity import program_hash
 
@@ -39,13 +41,12 @@ NUM_STAGES = (1, 2, 3, 4, 5)
 BLOCK_FLOOR, BLOCK_CAP = 16, 16384
 DOT_CAP = 256  # tl.dot tiles: larger ones exceed registers/shared memory on current GPUs
 _DOT_NAME = re.compile(r"BLOCK(?:_SIZE)?_[MNK](?![A-Za-z])")
-_MASK = "__tuned__"
 
 
 @dataclass(frozen=True)
 class Param:
     key: str  # "<kernel>[#site].<keyword>", e.g. "softmax_kernel.BLOCK_SIZE", "k#2.num_warps"
-    kind: str  # "block" | "num_warps" | "num_stages"
+    kind: str  # "block" | "scale" | "num_warps" | "num_stages" | "num_ctas" | "maxnreg"
     value: int
     choices: tuple[int, ...]  # legal values, sorted; the current value is always among them
     added: bool = False  # a launch option the code leaves out (its value: Triton's default)
@@ -265,6 +266,13 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
         owner.update({id(n): key for n in nodes[key]})
         params.append(Param(key, kind, _int(node), choices))
 
+    def group_tiles(kernel: _Kernel, stages: str | None, warps: str | None, tiles: list[tuple[str, str]]) -> None:
+        """The tl.dot tiles of one launch or autotune config: named (M, N, K) or not (pairwise area)."""
+        if kernel.uses_dot and (g := _tile_group(stages, warps, tiles)):
+            tile_groups.append(g)
+        elif len(tiles) >= 2:
+            groups.append(tuple(k for _, k in tiles))
+
     for kname, call, scope in launches.sites:
         kernel = kernels[kname]
         site_count[kname] += 1
@@ -314,7 +322,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
                 owner[id(node)] = key
                 base = launch.SCALES_LOOPING if looping else launch.SCALES_WHOLE_ROW
                 params.append(Param(key, "scale", split[1], tuple(sorted({*base, split[1]}))))
-                caps = [n for n in m.findall(split[0], m.Integer()) if launch._pow2_int(cast(cst.Integer, n))]
+                caps = [n for n in m.findall(split[0], m.Integer()) if launch.pow2_int(cast(cst.Integer, n))]
                 for j, cap in enumerate(cast(list[cst.Integer], caps)):
                     choices = _choices("block", kw, _int(cap), kernel.uses_dot)
                     if choices is not None and not looping:
@@ -352,10 +360,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
             params.append(Param(key, opt, value, choices, added=True))
             stages = key if opt == "num_stages" else stages
             warps = key if opt == "num_warps" else warps
-        if kernel.uses_dot and (g := _tile_group(stages, warps, tiles)):
-            tile_groups.append(g)
-        elif len(tiles) >= 2:
-            groups.append(tuple(k for _, k in tiles))
+        group_tiles(kernel, stages, warps, tiles)
         # keep which grid literals pair with which keyword the same in every tuned child
         paired = [k for k in literal_keys if len(nodes[k]) > 1]
         loose = [_int(g) for g in grid if id(g) not in owner]
@@ -381,10 +386,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
                 warps = key if kind == "num_warps" else warps
                 if kind == "block" and kernel.uses_dot and "BLOCK" in name:
                     tiles.append((name, key))
-            if kernel.uses_dot and (g := _tile_group(stages, warps, tiles)):
-                tile_groups.append(g)
-            elif len(tiles) >= 2:
-                groups.append(tuple(k for _, k in tiles))
+            group_tiles(kernel, stages, warps, tiles)
     return Analysis(
         module,
         tuple(params),
@@ -397,60 +399,6 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
         tuple(tile_groups),
         launch_tiles,
     )
-
-
-def _expr_of(original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
-    """The computed part E of a scaled block, taken from `updated` at the place split_scale finds
-    it in `original` (so literals edited inside E stay edited)."""
-    split = launch.split_scale(original)
-    assert split is not None
-    if split[0] is original:
-        return updated
-    if isinstance(original, cst.BinaryOperation):
-        return cast(cst.BinaryOperation, updated).left
-    return cast(cst.BinaryOperation, cast(cst.Call, updated).args[0].value).left
-
-
-class _Replace(cst.CSTTransformer):
-    """By identity of the original node: literals replaced, scaled blocks rebuilt, options added to
-    or (for the skeleton) dropped from their launch."""
-
-    def __init__(
-        self,
-        ints: dict[int, cst.BaseExpression],
-        scaled: dict[int, int | None] | None = None,  # id -> scale; None: mask it
-        add: dict[int, list[tuple[str, int]]] | None = None,  # id(call) -> keywords to append
-        drop: set[int] | None = None,  # ids of option arguments to leave out
-    ) -> None:
-        self.ints, self.scaled, self.add, self.drop = ints, scaled or {}, add or {}, drop or set()
-
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
-        key = id(original_node)
-        if key in self.ints:
-            return self.ints[key]
-        if key in self.scaled:
-            expr = _expr_of(original_node, updated_node)
-            scale = self.scaled[key]
-            if scale is None:
-                return cst.Call(cst.Name(_MASK), [cst.Arg(expr)])
-            return launch.render_scaled(expr, scale)
-        if isinstance(original_node, cst.Call) and (key in self.add or self.drop):
-            args = [u for o, u in zip(original_node.args, updated_node.args) if id(o) not in self.drop]
-            extra = self.add.get(key, [])
-            if extra:
-                space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-                if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-                    args[-1] = args[-1].with_changes(comma=space)
-                for i, (kw, value) in enumerate(extra):
-                    arg = cst.Arg(
-                        cst.Integer(str(value)),
-                        keyword=cst.Name(kw),
-                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                        comma=space if i < len(extra) - 1 else cst.MaybeSentinel.DEFAULT,
-                    )
-                    args.append(arg)
-            return updated_node.with_changes(args=args)
-        return updated_node
 
 
 def find_params(code: str, hopper: bool = False) -> list[Param]:
@@ -467,9 +415,9 @@ def skeleton_hash(code: str, hopper: bool = False) -> str:
     """Hash of the code with every tunable literal masked and the launch options the tuner sets
     left out: programs differing only in tuned values (an option written or not) share it."""
     an = analyze(code, hopper)
-    ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(_MASK) for ns in an.nodes.values() for n in ns}
+    ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(tuner_edit.MASK) for ns in an.nodes.values() for n in ns}
     drop = {id(arg) for arg in an.option_args.values()}
-    masked = an.module.visit(_Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
+    masked = an.module.visit(tuner_edit.Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
     return program_hash(masked)
 
 
@@ -501,4 +449,4 @@ def apply_config(code: str, config: dict[str, int], hopper: bool = False) -> str
                     ints[id(node)] = node.with_changes(value=str(value))
     if not (ints or scaled or add):
         return code
-    return an.module.visit(_Replace(ints, scaled, dict(add))).code
+    return an.module.visit(tuner_edit.Replace(ints, scaled, dict(add))).code

@@ -70,7 +70,7 @@ def absent_options(call: cst.Call, autotuned: bool, preset: frozenset[str], uses
     return {k: v for k, v in wanted.items() if k not in present and k not in preset}
 
 
-def _pow2_int(node: cst.BaseExpression) -> bool:
+def pow2_int(node: cst.BaseExpression) -> bool:
     if not isinstance(node, cst.Integer):
         return False
     v = int(node.evaluated_value)
@@ -87,7 +87,7 @@ def _computed(node: cst.BaseExpression) -> bool:
         return True
     if isinstance(node, cst.Call) and dotted(node.func) in ("min", "max") and len(node.args) >= 2:
         inner = [a.value for a in node.args]
-        return all(_is_next_pow2(x) or _pow2_int(x) for x in inner) and any(_is_next_pow2(x) for x in inner)
+        return all(_is_next_pow2(x) or pow2_int(x) for x in inner) and any(_is_next_pow2(x) for x in inner)
     return False
 
 
@@ -95,7 +95,7 @@ def split_scale(node: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | No
     """(E, scale) when `node` is a computed block E, E * 2**k or max(E // 2**k, FLOOR); else None."""
     if _computed(node):
         return node, SCALE_ONE
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and _pow2_int(node.right):
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and pow2_int(node.right):
         if _computed(node.left):
             return node.left, SCALE_ONE * int(cast(cst.Integer, node.right).evaluated_value)
     if isinstance(node, cst.Call) and dotted(node.func) == "max" and len(node.args) == 2:
@@ -103,7 +103,7 @@ def split_scale(node: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | No
         if (
             isinstance(inner, cst.BinaryOperation)
             and isinstance(inner.operator, cst.FloorDivide)
-            and _pow2_int(inner.right)
+            and pow2_int(inner.right)
             and isinstance(floor, cst.Integer)
             and _computed(inner.left)
         ):

@@ -53,6 +53,8 @@ def _priors(current: Config, params: list[Param], an: Analysis, tried: set[froze
     """GEMM_PRIORS set on each tl.dot launch with named tiles (not on autotune configs), in order;
     a prior whose values some measured config already has (whatever its other parameters) is not
     proposed again."""
+    if not an.launch_tiles:
+        return []
     choices = {p.key: p.choices for p in params}
     measured = [dict(c) for c in tried]
     out = []
