@@ -79,10 +79,6 @@ class Analysis:
     launch_tiles: int = 0  # the first this many of tile_groups are launches' (the rest autotune configs')
 
 
-def _pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
 def _params_of(fn: cst.FunctionDef) -> list[cst.Param]:
     ps = fn.params
     stars = [s for s in (ps.star_arg, ps.star_kwarg) if isinstance(s, cst.Param)]
@@ -200,10 +196,10 @@ def _scope_bindings(scope: cst.Module | cst.FunctionDef) -> dict[str, list[cst.B
 def _choices(kind: str, name: str, value: int, uses_dot: bool) -> tuple[int, ...] | None:
     """Legal values around `value`, or None when the value itself is not one we tune."""
     if kind == "num_warps":
-        return tuple(sorted({*NUM_WARPS, value})) if _pow2(value) else None
+        return tuple(sorted({*NUM_WARPS, value})) if launch.is_pow2(value) else None
     if kind == "num_stages":
         return tuple(sorted({*NUM_STAGES, value})) if value >= 1 else None
-    if not _pow2(value):  # tl.arange needs powers of two
+    if not launch.is_pow2(value):  # tl.arange needs powers of two
         return None
     cap = DOT_CAP if uses_dot or _DOT_NAME.search(name) else BLOCK_CAP
     lo = min(value, max(BLOCK_FLOOR, value // 16))

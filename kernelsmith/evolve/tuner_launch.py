@@ -70,11 +70,12 @@ def absent_options(call: cst.Call, autotuned: bool, preset: frozenset[str], uses
     return {k: v for k, v in wanted.items() if k not in present and k not in preset}
 
 
-def pow2_int(node: cst.BaseExpression) -> bool:
-    if not isinstance(node, cst.Integer):
-        return False
-    v = int(node.evaluated_value)
+def is_pow2(v: int) -> bool:
     return v > 0 and v & (v - 1) == 0
+
+
+def pow2_int(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer) and is_pow2(int(node.evaluated_value))
 
 
 def _is_next_pow2(node: cst.BaseExpression) -> bool:
