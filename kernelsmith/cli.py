@@ -565,11 +565,14 @@ def doctor_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the findings as one JSON object on the last line"),
 ) -> None:
     """Which of the five containment guarantees hold here: claimed by the layers this host allows
-    and tried live from inside a sandbox. Exit 0 when all hold, 1 when one does not."""
+    and tried live from inside a sandbox. Exit 0 when all hold, 1 when one does not (2: no GPU for --device cuda)."""
     from kernelsmith.evaluate import containment
     from kernelsmith.evaluate.doctor import checkup
+    from kernelsmith.evaluate.pool import visible_gpus
 
     try:
+        if device is Device.cuda and not visible_gpus():  # as EvalPool says it for every other command
+            raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
         found = checkup(device.value)
     except UserError as exc:
         fail(str(exc), exc.exit_code)

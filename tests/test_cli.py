@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,15 @@ def test_cuda_without_gpu_exits_2():
         pytest.skip("a GPU is visible here")
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cuda")
     assert_usage_error(p, "no CUDA GPU")
+
+
+def test_doctor_cuda_without_gpu_is_one_line():
+    """Issue 29, item 4: it started a CUDA sandbox anyway and printed the sandbox's traceback."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU visible, on any machine
+    p = subprocess.run(
+        [str(KERNELSMITH), "doctor", "--device", "cuda"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env
+    )
+    assert_usage_error(p, "--device cuda: no CUDA GPU is visible here; use --device cpu")
 
 
 def test_eval_json_softmax():
