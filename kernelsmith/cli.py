@@ -68,98 +68,10 @@ def options_or_fail(model, **values):
         raise UserError(f"bad value for {name}: {first['msg']}") from None
 
 
-def _fmt(x, unit: str = "", digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}{unit}"
-
-
 def print_result(result, task_name: str, candidate_name: str) -> None:
-    colour = {"correct": "green", "incorrect": "red"}.get(result.status.value, "yellow")
-    table = Table(
-        title=f"{candidate_name} vs {task_name} ({result.device}"
-        + (f", {result.gpu_name}" if result.device == "cuda" else "")
-        + ")",
-        show_header=False,
-    )
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("status", f"[{colour}]{result.status.value}[/]")
-    table.add_row("speedup vs eager", _fmt(result.speedup, "x"))
-    table.add_row("speedup vs torch.compile", _fmt(result.speedup_vs_compile, "x"))
-    table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
-    table.add_row("reference (eager)", _fmt(result.reference_ms, " ms", 4))
-    if result.compile_baseline_error:
-        compiled = f"failed: {result.compile_baseline_error}"
-    elif result.compile_ms is None and result.reference_ms is not None:
-        compiled = "not timed (--compile-baseline times it)"
-    else:
-        compiled = _fmt(result.compile_ms, " ms", 4)
-    table.add_row("torch.compile", compiled)
-    kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
-    table.add_row(
-        "kernels",
-        kernels + (f"  ({result.kernel_launches} launches in trials)" if result.kernel_launches is not None else ""),
-    )
-    timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
-    if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
-        from kernelsmith.evaluate.breakdown import short_name
+    from kernelsmith.cli_verdict import verdict_table
 
-        head = f"{_fmt(result.kernel_ms, ' ms', 4)} of kernels per call"
-        rows = [
-            f"{k.share:4.0%} {k.ms:.4g} ms {short_name(k.name, 60)} ({'own' if k.own else 'library'})"
-            for k in timed[:6]
-        ]
-        more = f"\n... {len(timed) - 6} more" if len(timed) > 6 else ""
-        table.add_row("time by kernel", head + "\n" + "\n".join(rows) + more)
-    if result.counters is not None:  # eval --profile: Nsight Compute on the heaviest kernels
-        from kernelsmith.evaluate.breakdown import short_name
-        from kernelsmith.evaluate.counters import counters_text
-
-        rep = result.counters
-        if rep.status == "ok":
-            rows = [
-                f"{short_name(k.name, 60)} x{k.launches}: {k.bottleneck()}\n  {counters_text(k)}" for k in rep.kernels
-            ]
-            table.add_row("counters", "\n".join(rows) + f"\n({rep.launches} launches profiled in {rep.seconds:.1f} s)")
-        else:
-            table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
-    if result.floor_ms and result.candidate_ms:
-        table.add_row(
-            "roofline floor",
-            f"{result.floor_ms:.4g} ms: the candidate takes {result.candidate_ms / result.floor_ms:.3g}x it",
-        )
-    if result.trials:
-        worst = max((t.max_abs_err or 0.0) for t in result.trials)
-        table.add_row(
-            "trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}"
-        )
-    table.add_row("flags", ", ".join(f.value for f in result.flags) or "none")
-    for note, detail in result.task_notes.items():
-        table.add_row("task note", f"{note.value}: {detail}")
-    table.add_row(
-        "operator rule",
-        f"--torch-ops {result.torch_ops}"
-        + (f" (decided from {result.activity_source} activity)" if result.activity_source else ""),
-    )
-    if result.containment:
-        missing = [g for g, v in result.containment.get("guarantees", {}).items() if v != "holds"]
-        layers = [k for k, v in result.containment.get("layers", {}).items() if str(v).startswith("on")]
-        table.add_row(
-            "containment",
-            (", ".join(layers) or "no layer")
-            + (
-                f"; NOT contained: {', '.join(missing)} (kernelsmith doctor)"
-                if missing
-                else "; all five guarantees hold"
-            ),
-        )
-    s = result.stages
-    table.add_row(
-        "seconds",
-        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
-        f"correctness {s.correctness:.2f}, "
-        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
-    )
-    console.print(table)
+    console.print(verdict_table(result, task_name, candidate_name))
     if result.error:
         console.print("error:\n" + result.error, highlight=False, markup=False)
 
@@ -215,7 +127,9 @@ def eval_cmd(
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     if json_out:
-        sys.stdout.write(result.to_json() + "\n")
+        from kernelsmith.cli_verdict import verdict_record
+
+        sys.stdout.write(verdict_record(result) + "\n")
     else:
         print_result(result, t.name, c.name)
 

@@ -92,6 +92,25 @@ def test_flagged_correct_row_is_a_failure_in_every_metric():
     assert s.fast_p_vs_compile == {} and s.amsr_vs_compile is None and s.geomean_speedup_vs_compile is None
 
 
+def test_table_says_a_flagged_correct_row_is_not_a_success():
+    """Issue 29, item 7: the table said `correct` beside a flag; only its colour told them apart."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelsmith.suite.table import rows_table
+
+    rows = [_row("honest.py", "correct", 1.5), _row("cheat.py", "correct", 9.0, flags=["torch_compute_op"])]
+    console = Console(file=StringIO(), width=300, color_system=None)
+    console.print(rows_table(BenchReport.build("suite", "sol", "cuda", None, rows, skipped=[])))
+    lines = console.file.getvalue().splitlines()
+    cheat = next(line for line in lines if "cheat.py" in line)
+    assert "correct, flagged" in cheat and "torch_compute_op" in cheat
+    assert "flagged" not in next(line for line in lines if "honest.py" in line)
+    data = json.loads(BenchReport.build("suite", "sol", "cuda", None, rows, skipped=[]).to_json())
+    assert [r["success"] for r in data["rows"]] == [True, False]  # bench --json's rows carry the rule
+
+
 def test_vs_compile_metrics_and_levels_in_json():
     rows = [
         _row("level1/a.py", "correct", 2.0, vs_compile=1.2, level="level1"),

@@ -95,10 +95,10 @@ def test_eval_json_softmax():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)
     result = json.loads(p.stdout.strip().splitlines()[-1])
-    for key in ("status", "correct", "speedup", "speedup_vs_compile", "candidate_ms", "reference_ms", "flags", "error"):
+    for key in ("status", "correct", "success", "speedup", "speedup_vs_compile", "candidate_ms", "reference_ms"):
         assert key in result, key
     assert result["status"] == "correct", result.get("error")
-    assert result["correct"] is True
+    assert result["correct"] is True and result["success"] is True
     assert result["flags"] == [] and result["error"] is None
     assert result["speedup"] > 0 and result["candidate_ms"] > 0 and result["reference_ms"] > 0
     assert result["speedup_vs_compile"] is None  # no torch.compile baseline on the CPU by default

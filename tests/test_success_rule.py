@@ -3,8 +3,13 @@ the GRPO reward and the SFT export. Task notes never make an honest candidate fa
 
 from __future__ import annotations
 
-import pytest
+import json
+from io import StringIO
 
+import pytest
+from rich.console import Console
+
+from kernelsmith.cli_verdict import verdict_record, verdict_table
 from kernelsmith.data.sft import _verdict
 from kernelsmith.data.steps import Step
 from kernelsmith.evaluate.result import EvalResult, Status
@@ -74,6 +79,29 @@ def test_bench_row_agrees(fields, expected):
         task="t", status=r.status.value, correct=r.correct, flags=[f.value for f in r.flags], speedup=r.speedup
     )
     assert row.success is expected
+    assert json.loads(row.model_dump_json())["success"] is expected  # a key of bench --json's rows
+
+
+def _rendered(table) -> str:
+    console = Console(file=StringIO(), width=300, color_system=None)
+    console.print(table)
+    return console.file.getvalue()
+
+
+@pytest.mark.parametrize("fields,expected", CASES)
+def test_eval_json_and_table_agree(fields, expected):
+    """Issue 29, item 7: eval --json had no `success` (the README says it has), and the table showed
+    `correct` beside a flag with nothing saying that it is not a success."""
+    r = EvalResult(**fields)
+    assert json.loads(verdict_record(r))["success"] is expected
+    status_row = next(line for line in _rendered(verdict_table(r, "task", "cand")).splitlines() if "status" in line)
+    if expected:
+        assert "correct -> success" in status_row
+    elif r.correct:
+        flags = ", ".join(f.value for f in r.flags)
+        assert f"correct, but flagged: {flags} -> not a success" in status_row
+    else:
+        assert f"{r.status.value} -> not a success" in status_row
 
 
 @pytest.mark.parametrize("fields,expected", CASES)

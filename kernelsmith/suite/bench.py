@@ -121,6 +121,7 @@ class TaskRow(BaseModel):
             return None
         return self.floor_ms / self.candidate_ms
 
+    @computed_field  # in bench --json's rows, so that scripts need not re-derive it
     @property
     def success(self) -> bool:
         """Correct and without integrity flags: the only rows the metrics count as solved."""

@@ -23,11 +23,13 @@ def rows_table(report: BenchReport) -> Table:
         table.add_column(col, justify="right" if col in numeric else "left")
     for r in report.rows:
         colour = "green" if r.success else ("yellow" if r.status == "correct" else "red")
+        # Colour is lost in a log: a flagged correct row says in words that it is not a success.
+        status = "correct, flagged" if r.correct and not r.success else r.status
         note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:60]
         roof = "-" if r.roofline_fraction is None else f"{r.roofline_fraction:.0%}"
         table.add_row(
             r.task,
-            f"[{colour}]{r.status}[/]",
+            f"[{colour}]{status}[/]",
             _x(r.speedup),
             _x(r.speedup_vs_compile),
             _ms(r.candidate_ms),
