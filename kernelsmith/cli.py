@@ -7,9 +7,9 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from kernelsmith.cli_console import stdout_console
 from kernelsmith.cli_errors import check_paths, fail, print_error
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.device import Device
@@ -23,7 +23,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Evolve fast, verified GPU kernels for PyTorch operators.",
 )
-console = Console()
+console = stdout_console()
 
 
 def _print_version(value: bool) -> None:
@@ -260,7 +260,7 @@ def _print_report(report, json_out: bool, html: Path | None = None) -> None:
     if json_out:
         sys.stdout.write(report.to_json() + "\n")
     else:
-        console.print(rows_table(report))
+        console.print(rows_table(report, note_chars=60 if console.is_terminal else None))  # a log keeps all
         for line in report_lines(report):
             console.print(line, highlight=False, soft_wrap=True)
     if html is not None:
@@ -421,8 +421,7 @@ def runs_cmd(
         best = f"{r.best_speedup:.3g}x (#{r.best_program})" if r.best_speedup is not None else "-"
         where = str(Path(r.run_dir).relative_to(root)) if Path(r.run_dir).is_relative_to(root) else r.run_dir
         table.add_row(where, r.task or "?", str(r.iterations_done), str(r.programs), best, r.created or "-")
-    # Not a terminal (a pipe, a log): no width to respect, so keep each cell on one line.
-    (console if console.is_terminal else Console(width=200)).print(table)
+    console.print(table)
 
 
 @app.command("report")

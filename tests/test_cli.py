@@ -147,6 +147,35 @@ def test_bench_html_to_a_directory_and_a_page_that_cannot_be_written(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["a_file", "pages", "solutions", "suite"]
 
 
+def test_piped_tables_keep_long_paths_whole(tmp_path):
+    """Issue 29, item 8: with stdout to a pipe or a file, rich cut tables to 80 columns, and paths
+    and numbers were lost in logs (`bench ... > log`)."""
+    rel = "level1/a_folder_name_long_enough_to_overflow_eighty_columns/row_sum_with_a_long_name.py"
+    suite, solutions = tmp_path / "suite", tmp_path / "solutions"
+    (suite / rel).parent.mkdir(parents=True)
+    solutions.mkdir()
+    shutil.copy(REPO / "examples/suite/row_sum.py", suite / rel)  # no solution: reported missing, nothing evaluated
+    p = ks("bench", suite, "--solutions", solutions, "--device", "cpu", "--quiet", timeout=120)  # stdout: a pipe
+    assert p.returncode == 0, p.stderr[-2000:]
+    row = next(line for line in p.stdout.splitlines() if "missing" in line)
+    assert rel in row and f"no solution file at {solutions / rel}" in row, p.stdout
+
+
+def test_a_terminal_keeps_its_width(monkeypatch):
+    import io
+    import pty
+
+    from kernelsmith.cli_console import UNBOUNDED_WIDTH, stdout_console
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert stdout_console().width == UNBOUNDED_WIDTH  # not a terminal
+    main, tty = pty.openpty()
+    with open(tty, "w") as terminal:
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert stdout_console().width < UNBOUNDED_WIDTH  # the window's width (rich: 80 when unknown)
+    os.close(main)
+
+
 def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--profile", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from kernelsmith.cli_console import stdout_console
 from kernelsmith.cli_errors import check_paths, fail
 from kernelsmith.errors import UserError
 
@@ -20,7 +20,7 @@ data_app = typer.Typer(
     no_args_is_help=True,
     help="Make post-training data from run directories: SFT steps and RL prompts (JSONL).",
 )
-console = Console()
+console = stdout_console()
 
 
 def write_jsonl(rows: list[dict], out: Path) -> None:

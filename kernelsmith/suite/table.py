@@ -15,7 +15,8 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def rows_table(report: BenchReport) -> Table:
+def rows_table(report: BenchReport, note_chars: int | None = 60) -> Table:
+    """`note_chars`: how much of an error's first line the note keeps (None: all of it)."""
     where = report.device + (f", {report.gpu_name}" if report.gpu_name and report.device == "cuda" else "")
     table = Table(title=f"{report.suite} ({where})")
     numeric = ("vs eager", "vs torch.compile", "ms", "eager ms", "of roofline")
@@ -25,7 +26,7 @@ def rows_table(report: BenchReport) -> Table:
         colour = "green" if r.success else ("yellow" if r.status == "correct" else "red")
         # Colour is lost in a log: a flagged correct row says in words that it is not a success.
         status = "correct, flagged" if r.correct and not r.success else r.status
-        note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:60]
+        note = ", ".join(r.flags) if r.flags else (r.error or "").split("\n")[0][:note_chars]
         roof = "-" if r.roofline_fraction is None else f"{r.roofline_fraction:.0%}"
         table.add_row(
             r.task,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
+from kernelsmith.cli_console import stdout_console
 from kernelsmith.cli_errors import user_errors
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.device import Device
@@ -22,7 +22,7 @@ train_app = typer.Typer(
     no_args_is_help=True,
     help="Post-train a model on the search's data: SFT, then GRPO with the speedup reward.",
 )
-console = Console()
+console = stdout_console()
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
