@@ -37,7 +37,12 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",  # a flag: typer would show "<bool>", as if it took a value
+        help="print the version and exit",
     ),
 ) -> None:
     """Evolve fast, verified GPU kernels for PyTorch operators."""

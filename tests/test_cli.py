@@ -38,6 +38,18 @@ def test_installed():
     assert KERNELSMITH.is_file(), KERNELSMITH
 
 
+def test_python_dash_m_and_version():
+    """Issue 29, item 10: `python -m kernelsmith` did not run, and --help showed `--version <bool>`."""
+    from kernelsmith import __version__
+
+    p = subprocess.run([sys.executable, "-m", "kernelsmith", "--version"], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and p.stdout == f"kernelsmith {__version__}\n", (p.stdout, p.stderr)
+    usage = subprocess.run([sys.executable, "-m", "kernelsmith", "eval"], capture_output=True, text=True, cwd=REPO)
+    assert_usage_error(usage, "Missing argument 'task'", "kernelsmith eval --help")  # prog name: kernelsmith
+    line = next(x for x in ks("--help").stdout.splitlines() if "--version" in x)
+    assert "print the version and exit" in line and "<bool>" not in line, line
+
+
 def test_non_task_file_exits_2(case):
     p = ks("eval", case("not_a_task"), SOFTMAX_CANDIDATE, "--device", "cpu")
     assert_usage_error(p, "is not a task", "no Model and no get_inputs", "not_a_task.py")
