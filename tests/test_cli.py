@@ -38,6 +38,19 @@ def test_installed():
     assert KERNELSMITH.is_file(), KERNELSMITH
 
 
+def test_package_metadata_has_no_deprecated_form():
+    """Issue 29, item 10: installing warned that `project.license` as a TOML table is deprecated."""
+    import warnings
+
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # setuptools' deprecations are warnings: each one fails here
+        dist = apply_configuration(Distribution(), REPO / "pyproject.toml")
+    assert dist.metadata.license_expression == "Apache-2.0"
+
+
 def test_python_dash_m_and_version():
     """Issue 29, item 10: `python -m kernelsmith` did not run, and --help showed `--version <bool>`."""
     from kernelsmith import __version__
