@@ -6,6 +6,7 @@ import json
 
 from rich.table import Table
 
+from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.evaluate.result import EvalResult
 
 
@@ -19,6 +20,12 @@ def verdict_record(result: EvalResult) -> str:
 
 def _fmt(x, unit: str = "", digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}{unit}"
+
+
+def _speedup(x: float | None, device: str) -> str:
+    if x is None or device == "cuda":
+        return _fmt(x, "x")
+    return f"{_fmt(x, 'x')} ({CPU_SPEEDUP_NOTE})"
 
 
 def status_text(result: EvalResult) -> str:
@@ -42,8 +49,8 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str) -> Ta
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", status_text(result))
-    table.add_row("speedup vs eager", _fmt(result.speedup, "x"))
-    table.add_row("speedup vs torch.compile", _fmt(result.speedup_vs_compile, "x"))
+    table.add_row("speedup vs eager", _speedup(result.speedup, result.device))
+    table.add_row("speedup vs torch.compile", _speedup(result.speedup_vs_compile, result.device))
     table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
     table.add_row("reference (eager)", _fmt(result.reference_ms, " ms", 4))
     if result.compile_baseline_error:

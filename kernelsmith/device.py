@@ -12,3 +12,7 @@ class Device(str, Enum):
 
 
 DEVICES = tuple(d.value for d in Device)
+
+# On the CPU, a candidate's Triton runs in the interpreter and is timed against CPU torch: the
+# ratio ranks candidates of one task against each other but says nothing of a GPU speedup.
+CPU_SPEEDUP_NOTE = "a CPU figure (Triton runs interpreted there): relative only, not a GPU speedup"

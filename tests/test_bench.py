@@ -111,6 +111,24 @@ def test_table_says_a_flagged_correct_row_is_not_a_success():
     assert [r["success"] for r in data["rows"]] == [True, False]  # bench --json's rows carry the rule
 
 
+def test_table_says_cpu_speedups_are_relative_only():
+    """Issue 29, item 10: CPU speedups were shown without a word that they are only relative."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelsmith.suite.table import report_lines, rows_table
+
+    def text(device: str) -> str:
+        report = BenchReport.build("suite", "sol", device, None, [_row("a.py", "correct", 5e-4)], [])
+        console = Console(file=StringIO(), width=300, color_system=None)
+        console.print(rows_table(report))
+        return console.file.getvalue() + "\n".join(report_lines(report))
+
+    assert "speedups: a CPU figure (Triton runs interpreted there): relative only, not a GPU speedup" in text("cpu")
+    assert "not a GPU speedup" not in text("cuda")
+
+
 def test_vs_compile_metrics_and_levels_in_json():
     rows = [
         _row("level1/a.py", "correct", 2.0, vs_compile=1.2, level="level1"),

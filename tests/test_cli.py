@@ -201,6 +201,31 @@ def test_a_terminal_keeps_its_width(monkeypatch):
     os.close(main)
 
 
+def _table_text(table) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    console.print(table)
+    return console.file.getvalue()
+
+
+def test_a_cpu_speedup_says_it_is_relative_only():
+    """Issue 29, item 10: a CPU verdict's 0.0005x read as the kernel's speedup, with no word that
+    it times the Triton interpreter against CPU torch."""
+    from kernelsmith.cli_verdict import verdict_table
+    from kernelsmith.evaluate.result import EvalResult
+
+    fields = dict(status="correct", correct=True, speedup=0.000533, speedup_vs_compile=0.0004)
+    cpu = _table_text(verdict_table(EvalResult(device="cpu", **fields), "task", "cand"))
+    for row in ("speedup vs eager", "speedup vs torch.compile"):
+        line = next(x for x in cpu.splitlines() if row in x)
+        assert "CPU figure (Triton runs interpreted there): relative only, not a GPU speedup" in line, line
+    gpu = _table_text(verdict_table(EvalResult(device="cuda", gpu_name="H200", **fields), "task", "cand"))
+    assert "0.000533x" in gpu and "not a GPU speedup" not in gpu
+
+
 def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--profile", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.suite.bench import BenchReport, Summary
 
 
@@ -57,7 +58,8 @@ def summary_lines(s: Summary, label: str = "suite") -> list[str]:
 
 
 def report_lines(report: BenchReport) -> list[str]:
-    lines = summary_lines(report.summary)
+    lines = [f"speedups: {CPU_SPEEDUP_NOTE}"] if report.device == "cpu" else []
+    lines += summary_lines(report.summary)
     for level, s in report.levels.items():
         lines += summary_lines(s, level)
     return lines
