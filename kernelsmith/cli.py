@@ -73,10 +73,10 @@ def options_or_fail(model, **values):
         raise UserError(f"bad value for {name}: {first['msg']}") from None
 
 
-def print_result(result, task_name: str, candidate_name: str) -> None:
+def print_result(result, task_name: str, candidate_name: str, profiled: bool = False) -> None:
     from kernelsmith.cli_verdict import verdict_table
 
-    console.print(verdict_table(result, task_name, candidate_name))
+    console.print(verdict_table(result, task_name, candidate_name, profiled))
     if result.error:
         console.print("error:\n" + result.error, highlight=False, markup=False)
 
@@ -136,7 +136,7 @@ def eval_cmd(
 
         sys.stdout.write(verdict_record(result) + "\n")
     else:
-        print_result(result, t.name, c.name)
+        print_result(result, t.name, c.name, profiled=profile)
 
 
 def _evolve_overrides(

@@ -39,7 +39,17 @@ def status_text(result: EvalResult) -> str:
     return f"[{colour}]{result.status.value} -> not a success[/]"
 
 
-def verdict_table(result: EvalResult, task_name: str, candidate_name: str) -> Table:
+def no_counters_reason(result: EvalResult) -> str:
+    """Why `--profile` left no counters: only a success is profiled (kernelsmith.evaluate.evaluate),
+    and Nsight Compute needs a CUDA GPU."""
+    why = [] if result.success else ["only a success is profiled, and this verdict is not one"]
+    if result.device != "cuda":
+        why.append("hardware counters need a CUDA GPU and Nsight Compute")
+    return "none: " + "; ".join(why or ["the profile stage did not run"])
+
+
+def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profiled: bool = False) -> Table:
+    """`profiled`: --profile was asked for, so a verdict without counters says why."""
     table = Table(
         title=f"{candidate_name} vs {task_name} ({result.device}"
         + (f", {result.gpu_name}" if result.device == "cuda" else "")
@@ -88,6 +98,8 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str) -> Ta
             table.add_row("counters", "\n".join(rows) + f"\n({rep.launches} launches profiled in {rep.seconds:.1f} s)")
         else:
             table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
+    elif profiled:
+        table.add_row("counters", no_counters_reason(result))
     if result.floor_ms and result.candidate_ms:
         table.add_row(
             "roofline floor",

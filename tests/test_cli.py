@@ -226,6 +226,26 @@ def test_a_cpu_speedup_says_it_is_relative_only():
     assert "0.000533x" in gpu and "not a GPU speedup" not in gpu
 
 
+def test_profile_of_a_verdict_that_is_not_a_success_says_why_there_are_no_counters():
+    """Issue 29, item 10: `eval --profile` profiles only a success, so a CPU verdict that was not one
+    had no counters row at all; the table now says why."""
+    from kernelsmith.cli_verdict import verdict_table
+    from kernelsmith.evaluate.result import EvalResult
+
+    def counters_row(result: EvalResult, profiled: bool = True) -> str | None:
+        text = _table_text(verdict_table(result, "task", "cand", profiled))
+        return next((x for x in text.splitlines() if "counters" in x), None)
+
+    incorrect = EvalResult(status="incorrect", correct=False, device="cpu")
+    row = counters_row(incorrect)
+    assert row is not None and "none: only a success is profiled, and this verdict is not one" in row, row
+    assert "hardware counters need a CUDA GPU and Nsight Compute" in row
+    flagged = EvalResult(status="correct", correct=True, flags=["torch_compute_op"], device="cuda", gpu_name="H200")
+    row = counters_row(flagged)
+    assert row is not None and "only a success is profiled" in row and "CUDA GPU" not in row, row
+    assert counters_row(incorrect, profiled=False) is None  # without --profile, no word of it
+
+
 def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--profile", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)
