@@ -13,8 +13,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from kernelsmith.errors import UserError
-from kernelsmith.task import Task
+from kernelsmith.errors import TaskError, UserError
+from kernelsmith.task import Task, read_source
 
 SIZES_NAME = "CPU_SIZES"
 
@@ -107,7 +107,7 @@ def shrink(source: str) -> str:
 
 def shrink_file(path: str | Path) -> str:
     """The CPU-sized source of the task file at `path`."""
-    return shrink(Path(path).read_text(encoding="utf-8"))
+    return shrink(read_source(Path(path), "task", TaskError))
 
 
 def load_task(path: Path, small: bool = False) -> Task:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,37 @@ def test_roofline_fraction_is_floor_over_time_and_in_the_json():
     assert row.roofline_fraction == pytest.approx(0.75)
     assert json.loads(row.model_dump_json())["roofline_fraction"] == pytest.approx(0.75)
     assert TaskRow(task="t.py", status="correct", candidate_ms=0.4).roofline_fraction is None  # CPU: no floor
+
+
+# -- what reaches the backend (a recording stand-in: nothing is evaluated) --------------------
+
+
+class RecordingBackend:
+    """Records each submitted (task, candidate) and answers "correct" at 1.0x."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[Task, object]] = []
+
+    def submit(self, task, candidate, options=None) -> Future:
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        self.submitted.append((task, candidate))
+        fut: Future = Future()
+        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=1.0, device="cpu"))
+        return fut
+
+
+def _with_bom(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+
+
+def test_bench_reads_task_and_solution_saved_with_a_byte_order_mark(tmp_path, case):
+    _with_bom(case("rowsum_task"), tmp_path / "suite" / "t.py")
+    _with_bom(case("rowsum_triton"), tmp_path / "solutions" / "t.py")
+    backend = RecordingBackend()
+    report = run_bench(tmp_path / "suite", tmp_path / "solutions", backend, transform=_shrink)
+    assert [(r.task, r.status) for r in report.rows] == [("t.py", "correct")] and report.skipped == []
+    ((task, candidate),) = backend.submitted
+    assert task.source == _shrink(case("rowsum_task").read_text())
+    assert candidate.source == case("rowsum_triton").read_text()

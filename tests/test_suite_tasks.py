@@ -75,6 +75,13 @@ def test_shrink_rejects_a_key_that_is_not_a_module_level_int(sizes, bad):
         shrink(src)
 
 
+def test_shrink_file_reads_a_file_saved_with_a_byte_order_mark(tmp_path):
+    source = (SUITE / "softmax.py").read_text()
+    p = tmp_path / "softmax.py"
+    p.write_bytes(b"\xef\xbb\xbf" + source.encode("utf-8"))
+    assert shrink_file(p) == shrink(source)
+
+
 def test_shrink_rejects_a_cpu_sizes_that_is_not_a_literal_dict_of_ints():
     with pytest.raises(ValueError, match="CPU_SIZES"):
         shrink(SOURCE.replace('{"BATCH": 16, "DIM": 64}', '{"BATCH": OTHER}'))

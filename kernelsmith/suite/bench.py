@@ -233,10 +233,11 @@ def _submit(
     transform: Callable[[str], str] | None,
 ) -> TaskRow | Future:
     """Submit one task's evaluation, or the row that says why it cannot be evaluated."""
-    source = st.path.read_text(encoding="utf-8")
     try:
-        task = Task.from_source(transform(source) if transform else source, name=st.path.stem, path=str(st.path))
-    except TaskError as exc:  # the transform broke the task
+        task = Task.from_file(st.path)  # read as the scan read it (a byte-order mark dropped)
+        if transform is not None:
+            task = Task.from_source(transform(task.source), name=task.name, path=task.path)
+    except TaskError as exc:  # the transform broke the task, or the file changed since the scan
         return _failed(st, "task_error", str(exc))
     solution = solutions_dir / st.rel_path
     if not solution.is_file():
