@@ -498,7 +498,14 @@ def runs_cmd(
         sys.stdout.write(json.dumps([r.as_dict() for r in runs]) + "\n")
         return
     if not runs:
-        console.print(f"no run directories below {root}")
+        if not root.exists():  # before the first run: an empty listing, not an error
+            console.print(
+                f"no runs yet: there is no folder {root} (evolve puts each run in runs/TASK, or where --run-dir says)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            console.print(f"no run directories below {root}", highlight=False, soft_wrap=True)
         return
     table = Table(title=f"runs below {root}")
     for col in ("run", "task", "iterations", "programs", "best", "started"):
