@@ -383,14 +383,14 @@ def bench_cmd(
 
     from kernelsmith.evaluate import EvalOptions
     from kernelsmith.evaluate.backends import backend_from_flags, open_backend
-    from kernelsmith.suite.bench import run_bench, scan_suite
+    from kernelsmith.suite.bench import run_bench, scan_tasks
     from kernelsmith.task_sizes import shrink
 
     try:
         check_paths("dir", "suite directory", suite_dir)
         check_paths("dir", "solutions directory", solutions)
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
-        total = len(scan_suite(suite_dir).tasks)
+        total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
         backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
         with closing(open_backend(backend, device.value, workers, opts)) as pool:
             if json_out or quiet:

@@ -275,3 +275,12 @@ def test_bench_reads_task_and_solution_saved_with_a_byte_order_mark(tmp_path, ca
     ((task, candidate),) = backend.submitted
     assert task.source == _shrink(case("rowsum_task").read_text())
     assert candidate.source == case("rowsum_triton").read_text()
+
+
+def test_a_folder_without_task_files_is_refused(tmp_path, case):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"empty holds no task files \(a task file defines Model and get_inputs\)$"):
+        run_bench(tmp_path / "empty", tmp_path / "empty", RecordingBackend())
+    _copy(case("not_a_task"), tmp_path / "helpers" / "util.py")
+    with pytest.raises(UserError, match="get_inputs\\): 1 .py file that is not one$"):
+        run_bench(tmp_path / "helpers", tmp_path / "empty", RecordingBackend())

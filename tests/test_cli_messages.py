@@ -183,6 +183,14 @@ def test_runs_before_any_run_is_an_empty_listing_that_says_where_runs_go(tmp_pat
     assert_usage_error(ks("runs", tmp_path / "file"), "is a file, not a folder of run directories")
 
 
+def test_bench_of_a_folder_without_task_files_is_one_error_line(tmp_path):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "solutions").mkdir()
+    p = ks("bench", tmp_path / "suite", "--solutions", tmp_path / "solutions", "--device", "cpu")
+    assert_usage_error(p, f"{tmp_path / 'suite'} holds no task files")
+    assert "0/0 correct" not in p.stdout
+
+
 # ---- 11f: an endpoint without a model is refused before the first call
 
 

@@ -88,6 +88,17 @@ def scan_suite(suite_dir: Path) -> SuiteScan:
     return SuiteScan(tasks=tasks, skipped=skipped)
 
 
+def scan_tasks(suite_dir: Path) -> SuiteScan:
+    """`scan_suite`, refusing a folder without a task file: a benchmark of nothing is a mistake
+    (a wrong path, files that are not tasks), not "0/0 correct"."""
+    scan = scan_suite(suite_dir)
+    if not scan.tasks:
+        n = len(scan.skipped)
+        others = f": {n} .py {'file that is not one' if n == 1 else 'files, none of them one'}" if n else ""
+        raise UserError(f"{suite_dir} holds no task files (a task file defines Model and get_inputs){others}")
+    return scan
+
+
 def discover(suite_dir: Path) -> list[SuiteTask]:
     """The task files of a suite, sorted by relative path (see `scan_suite`)."""
     return scan_suite(suite_dir).tasks
@@ -269,7 +280,7 @@ def run_bench(
     suite_dir, solutions_dir = Path(suite_dir), Path(solutions_dir)
     if not solutions_dir.is_dir():
         raise UserError(f"solutions directory not found: {solutions_dir}")
-    scan = scan_suite(suite_dir)
+    scan = scan_tasks(suite_dir)
     rows: dict[str, TaskRow] = {}
     pending: dict[Future, SuiteTask] = {}
 

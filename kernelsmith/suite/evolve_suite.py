@@ -20,7 +20,7 @@ from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.run import ReportWriter, run_evolve
 from kernelsmith.llm import LLMError
 from kernelsmith.progress import LiveProgress
-from kernelsmith.suite.bench import BenchReport, discover, run_bench
+from kernelsmith.suite.bench import BenchReport, run_bench, scan_tasks
 from kernelsmith.task_sizes import load_task, shrink
 
 REPORT_NAME = "suite_report.json"
@@ -37,9 +37,7 @@ def evolve_suite(
     view: LiveProgress | None = None,
     write_report: ReportWriter | None = None,
 ) -> BenchReport:
-    tasks = discover(suite_dir)
-    if not tasks:
-        raise UserError(f"{suite_dir} holds no task files")
+    tasks = scan_tasks(suite_dir).tasks
     if seeds_dir is not None and not seeds_dir.is_dir():
         raise UserError(f"--seeds {seeds_dir} is not a folder")
     solutions = runs_dir / "solutions"
