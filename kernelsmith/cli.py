@@ -363,7 +363,11 @@ def bench_cmd(
     suite_dir: Path = typer.Argument(..., help="a folder of task files (a KernelBench checkout, examples/suite, ...)"),
     solutions: Path = typer.Option(..., help="solutions at the same relative paths as the tasks"),
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
-    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    small: bool = typer.Option(
+        False,
+        "--small",
+        help="cut each task to its CPU_SIZES; a task without them is a task_error, never run full size",
+    ),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
     build_timeout: float = typer.Option(
@@ -383,8 +387,8 @@ def bench_cmd(
 
     from kernelsmith.evaluate import EvalOptions
     from kernelsmith.evaluate.backends import backend_from_flags, open_backend
-    from kernelsmith.suite.bench import run_bench, scan_tasks
-    from kernelsmith.task_sizes import shrink
+    from kernelsmith.suite.bench import NOT_EVALUATED, run_bench, scan_tasks
+    from kernelsmith.task_sizes import small_source
 
     try:
         check_paths("dir", "suite directory", suite_dir)
@@ -394,20 +398,22 @@ def bench_cmd(
         backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
         with closing(open_backend(backend, device.value, workers, opts)) as pool:
             if json_out or quiet:
-                report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None)
+                report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
             else:
                 with LiveProgress(console, "bench", total) as view:
                     fastest: list = []
 
                     def progress(row) -> None:
                         speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
-                        view.say(f"{row.task}: {row.status}{speed}")
+                        # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
+                        unrun = row.status in NOT_EVALUATED and row.error
+                        view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
                         if row.success and row.speedup is not None:
                             fastest[:] = [max(fastest + [(row.speedup, row.task)])]
                         view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
                     report = run_bench(
-                        suite_dir, solutions, pool, transform=shrink if small else None, on_result=progress
+                        suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
                     )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
@@ -429,7 +435,11 @@ def evolve_suite_cmd(
     model: str | None = typer.Option(None, help="model name at that endpoint"),
     device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
-    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    small: bool = typer.Option(
+        False,
+        "--small",
+        help="cut each task to its CPU_SIZES (bundled suite tasks); one without them is skipped, never run full size",
+    ),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,

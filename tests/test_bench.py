@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from kernelsmith.errors import UserError
 from kernelsmith.suite import metrics
@@ -284,3 +285,26 @@ def test_a_folder_without_task_files_is_refused(tmp_path, case):
     _copy(case("not_a_task"), tmp_path / "helpers" / "util.py")
     with pytest.raises(UserError, match="get_inputs\\): 1 .py file that is not one$"):
         run_bench(tmp_path / "helpers", tmp_path / "empty", RecordingBackend())
+
+
+def test_bench_small_evaluates_no_task_at_full_size(tmp_path, case):
+    """--small cuts each task to its CPU_SIZES; a task that declares none (or a bad one) is a
+    task_error that says so, not evaluated at full size."""
+    from kernelsmith.task_sizes import small_source
+
+    suite, solutions = tmp_path / "suite", tmp_path / "solutions"
+    softmax = REPO / "examples" / "suite" / "softmax.py"
+    _copy(softmax, suite / "softmax.py")
+    _copy(case("rowsum_task"), suite / "rowsum.py")  # no CPU_SIZES
+    (suite / "bad.py").write_text(softmax.read_text().replace('CPU_SIZES = {"ROWS"', 'CPU_SIZES = {"NOPE": 1, "ROWS"'))
+    for name in ("softmax.py", "rowsum.py", "bad.py"):
+        _copy(case("rowsum_triton"), solutions / name)
+    backend = RecordingBackend()
+    report = run_bench(suite, solutions, backend, transform=small_source)
+    rows = {r.task: (r.status, r.error) for r in report.rows}
+    assert rows["softmax.py"] == ("correct", None)
+    assert rows["rowsum.py"] == ("task_error", "declares no CPU_SIZES, so --small cannot shrink it")
+    assert rows["bad.py"][0] == "task_error" and rows["bad.py"][1].startswith(
+        "cannot shrink it: CPU_SIZES names 'NOPE'"
+    )
+    assert [task.source for task, _ in backend.submitted] == [small_source(softmax.read_text())]

@@ -31,6 +31,8 @@ from kernelsmith.suite import metrics
 from kernelsmith.task import Task
 
 ERROR_CHARS = 300
+# Statuses of rows whose candidate was never evaluated (their error says why).
+NOT_EVALUATED = ("missing", "not_a_candidate", "task_error")
 _LEVEL = re.compile(r"^level(\d+)$", re.IGNORECASE)
 
 
@@ -248,7 +250,9 @@ def _submit(
         task = Task.from_file(st.path)  # read as the scan read it (a byte-order mark dropped)
         if transform is not None:
             task = Task.from_source(transform(task.source), name=task.name, path=task.path)
-    except TaskError as exc:  # the transform broke the task, or the file changed since the scan
+    except (TaskError, ValueError) as exc:
+        # The file changed since the scan, the transform broke the task, or it cannot apply to
+        # it (--small: the task declares no CPU_SIZES; never run at full size unsaid).
         return _failed(st, "task_error", str(exc))
     solution = solutions_dir / st.rel_path
     if not solution.is_file():
@@ -273,7 +277,8 @@ def run_bench(
     A task without a solution file is "missing", one whose file has no ModelNew is
     "not_a_candidate"; neither is evaluated, both count as failures. A task that fails to load
     in the evaluator (TaskError) is "task_error" and the others go on. `transform` maps each
-    task's source before evaluation (e.g. smaller sizes for the CPU). `on_result` gets each
+    task's source before evaluation (e.g. smaller sizes for the CPU); a task it raises a
+    ValueError for is "task_error" with that reason, not evaluated. `on_result` gets each
     row as it completes; the report lists rows in suite order. Flagged correct rows count as
     failures in every metric.
     """

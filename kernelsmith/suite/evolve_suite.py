@@ -21,7 +21,7 @@ from kernelsmith.evolve.run import ReportWriter, run_evolve
 from kernelsmith.llm import LLMError
 from kernelsmith.progress import LiveProgress
 from kernelsmith.suite.bench import BenchReport, run_bench, scan_tasks
-from kernelsmith.task_sizes import load_task, shrink
+from kernelsmith.task_sizes import load_task, small_source
 
 REPORT_NAME = "suite_report.json"
 
@@ -62,6 +62,6 @@ def evolve_suite(
             shutil.copyfile(best, target)
     solutions.mkdir(parents=True, exist_ok=True)
     say("benchmarking the best program of every task")
-    report = run_bench(suite_dir, solutions, backend, transform=shrink if small else None)
+    report = run_bench(suite_dir, solutions, backend, transform=small_source if small else None)
     (runs_dir / REPORT_NAME).write_text(report.to_json() + "\n")
     return report
