@@ -169,6 +169,7 @@ def eval_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file (Model, get_inputs, get_init_inputs)"),
     candidate: Path = typer.Argument(..., help="candidate file defining ModelNew"),
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
+    small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
     json_out: bool = typer.Option(False, "--json", help="print the verdict as one JSON object on the last line"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
     build_timeout: float = typer.Option(
@@ -193,12 +194,12 @@ def eval_cmd(
     """Compile, check and time CANDIDATE against TASK; print the verdict."""
     from kernelsmith.candidate import Candidate
     from kernelsmith.evaluate import EvalOptions, evaluate
-    from kernelsmith.task import Task
+    from kernelsmith.task_sizes import load_task
 
     try:
         check_paths("file", "task file", task)
         check_paths("file", "candidate file", candidate)
-        t = Task.from_file(task)
+        t = load_task(task, small)  # as evolve and bench read it
         c = Candidate.from_file(candidate)
         opts = options_or_fail(
             EvalOptions,
