@@ -58,9 +58,10 @@ class Task:
     path: str | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path) -> Task:
+    def from_file(cls, path: str | Path, name: str | None = None) -> Task:
+        """The task file at `path`, named `name` (default: the file's stem)."""
         p = Path(path)
-        return cls.from_source(read_source(p, "task", TaskError), name=p.stem, path=str(p))
+        return cls.from_source(read_source(p, "task", TaskError), name=name or p.stem, path=str(p))
 
     @classmethod
     def from_source(cls, source: str, name: str = "task", path: str | None = None) -> Task:

@@ -122,9 +122,10 @@ def small_source(source: str) -> str:
     return shrunk
 
 
-def load_task(path: Path, small: bool = False) -> Task:
-    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them)."""
-    task = Task.from_file(path)
+def load_task(path: Path, small: bool = False, name: str | None = None) -> Task:
+    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them);
+    `name` as in `Task.from_file`."""
+    task = Task.from_file(path, name)
     if not small:
         return task
     try:

@@ -258,7 +258,12 @@ class RecordingBackend:
 
         self.submitted.append((task, candidate))
         fut: Future = Future()
-        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=1.0, device="cpu"))
+        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=1.0, candidate_ms=1.0, device="cpu"))
+        return fut
+
+    def hardware(self) -> Future:
+        fut: Future = Future()
+        fut.set_result({"device": "cpu"})
         return fut
 
 
@@ -308,3 +313,30 @@ def test_bench_small_evaluates_no_task_at_full_size(tmp_path, case):
         "cannot shrink it: CPU_SIZES names 'NOPE'"
     )
     assert [task.source for task, _ in backend.submitted] == [small_source(softmax.read_text())]
+
+
+def test_two_task_files_of_one_name_get_distinct_names(tmp_path, case):
+    """a/task.py and b/task.py: each named by its path in the suite, in bench's evaluations and in
+    evolve-suite's stored runs (what `runs`, summaries, reports and exported data show)."""
+    from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.evolve.store import RunStore
+    from kernelsmith.suite.evolve_suite import evolve_suite
+
+    suite, seeds = tmp_path / "suite", tmp_path / "seeds"
+    for folder, task_case in (("a", "rowsum_task"), ("b", "elementwise_task")):
+        _copy(case(task_case), suite / folder / "task.py")
+        _copy(case("rowsum_triton"), seeds / folder / "task.py")
+    assert [st.name for st in discover(suite)] == ["a/task", "b/task"]
+    backend = RecordingBackend()
+    run_bench(suite, seeds, backend)
+    assert [task.name for task, _ in backend.submitted] == ["a/task", "b/task"]
+
+    cfg = evolve_config(None, {"iterations": 0, "evaluation": {"device": "cpu"}}, "tune")
+    evolve_suite(suite, seeds, tmp_path / "runs", cfg, False, RecordingBackend(), lambda text: None)
+    for name in ("a/task", "b/task"):
+        store = RunStore.open_readonly(tmp_path / "runs" / name)
+        try:
+            assert store.get_meta("task_name") == name
+        finally:
+            store.close()
+        assert json.loads((tmp_path / "runs" / name / "summary.json").read_text())["task"] == name

@@ -44,6 +44,12 @@ class SuiteTask:
     path: Path
     level: str | None
 
+    @property
+    def name(self) -> str:
+        """The task's name in records and messages: its relative path without `.py`, so that two
+        files of one name in different folders (a/task.py, b/task.py) stay two names."""
+        return self.rel_path.removesuffix(".py")
+
 
 @dataclass(frozen=True)
 class SuiteScan:
@@ -247,7 +253,7 @@ def _submit(
 ) -> TaskRow | Future:
     """Submit one task's evaluation, or the row that says why it cannot be evaluated."""
     try:
-        task = Task.from_file(st.path)  # read as the scan read it (a byte-order mark dropped)
+        task = Task.from_file(st.path, st.name)  # read as the scan read it (a byte-order mark dropped)
         if transform is not None:
             task = Task.from_source(transform(task.source), name=task.name, path=task.path)
     except (TaskError, ValueError) as exc:

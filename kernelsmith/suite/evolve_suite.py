@@ -45,9 +45,9 @@ def evolve_suite(
     for n, st in enumerate(tasks, 1):
         say(f"[bold]task {n}/{len(tasks)}: {st.rel_path}[/]")
         seed_path = seeds_dir / st.rel_path if seeds_dir is not None else None
-        run_dir = runs_dir / Path(st.rel_path).with_suffix("")
+        run_dir = runs_dir / st.name
         try:
-            task = load_task(st.path, small)
+            task = load_task(st.path, small, st.name)
             seed = Candidate.from_file(seed_path).source if seed_path is not None and seed_path.is_file() else None
             run_evolve(task, seed, cfg, run_dir, say, backend, view, write_report)
         except LLMError:
