@@ -86,6 +86,7 @@ def eval_cmd(
     task: Path = typer.Argument(..., help="KernelBench-format task file (Model, get_inputs, get_init_inputs)"),
     candidate: Path = typer.Argument(..., help="candidate file defining ModelNew"),
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
+    small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
     json_out: bool = typer.Option(False, "--json", help="print the verdict as one JSON object on the last line"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds for the candidate"),
     build_timeout: float = typer.Option(
@@ -110,12 +111,12 @@ def eval_cmd(
     """Compile, check and time CANDIDATE against TASK; print the verdict."""
     from kernelsmith.candidate import Candidate
     from kernelsmith.evaluate import EvalOptions, evaluate
-    from kernelsmith.task import Task
+    from kernelsmith.task_sizes import load_task
 
     try:
         check_paths("file", "task file", task)
         check_paths("file", "candidate file", candidate)
-        t = Task.from_file(task)
+        t = load_task(task, small)  # as evolve and bench read it
         c = Candidate.from_file(candidate)
         opts = options_or_fail(
             EvalOptions,
@@ -282,7 +283,11 @@ def bench_cmd(
     suite_dir: Path = typer.Argument(..., help="a folder of task files (a KernelBench checkout, examples/suite, ...)"),
     solutions: Path = typer.Option(..., help="solutions at the same relative paths as the tasks"),
     device: Device = typer.Option(Device.cuda, help="cuda, or cpu (Triton interpreter)"),
-    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    small: bool = typer.Option(
+        False,
+        "--small",
+        help="cut each task to its CPU_SIZES; a task without them is a task_error, never run full size",
+    ),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     timeout: float = typer.Option(_defaults().timeout, help="wall-clock seconds per candidate"),
     build_timeout: float = typer.Option(
@@ -302,31 +307,33 @@ def bench_cmd(
 
     from kernelsmith.evaluate import EvalOptions
     from kernelsmith.evaluate.backends import backend_from_flags, open_backend
-    from kernelsmith.suite.bench import run_bench, scan_suite
-    from kernelsmith.task_sizes import shrink
+    from kernelsmith.suite.bench import NOT_EVALUATED, run_bench, scan_tasks
+    from kernelsmith.task_sizes import small_source
 
     try:
         check_paths("dir", "suite directory", suite_dir)
         check_paths("dir", "solutions directory", solutions)
         opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
-        total = len(scan_suite(suite_dir).tasks)
+        total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
         backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
         with closing(open_backend(backend, device.value, workers, opts)) as pool:
             if json_out or quiet:
-                report = run_bench(suite_dir, solutions, pool, transform=shrink if small else None)
+                report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
             else:
                 with LiveProgress(console, "bench", total) as view:
                     fastest: list = []
 
                     def progress(row) -> None:
                         speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
-                        view.say(f"{row.task}: {row.status}{speed}")
+                        # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
+                        unrun = row.status in NOT_EVALUATED and row.error
+                        view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
                         if row.success and row.speedup is not None:
                             fastest[:] = [max(fastest + [(row.speedup, row.task)])]
                         view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
                     report = run_bench(
-                        suite_dir, solutions, pool, transform=shrink if small else None, on_result=progress
+                        suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
                     )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
@@ -348,7 +355,11 @@ def evolve_suite_cmd(
     model: str | None = typer.Option(None, help="model name at that endpoint"),
     device: Device | None = typer.Option(None, help="cuda, or cpu (Triton interpreter) \\[default: cuda]"),
     config: Path | None = typer.Option(None, help="TOML or YAML file with every setting (flags override it)"),
-    small: bool = typer.Option(False, "--small", help="cut each task to its CPU_SIZES (bundled suite tasks)"),
+    small: bool = typer.Option(
+        False,
+        "--small",
+        help="cut each task to its CPU_SIZES (bundled suite tasks); one without them is skipped, never run full size",
+    ),
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
@@ -417,7 +428,14 @@ def runs_cmd(
         sys.stdout.write(json.dumps([r.as_dict() for r in runs]) + "\n")
         return
     if not runs:
-        console.print(f"no run directories below {root}")
+        if not root.exists():  # before the first run: an empty listing, not an error
+            console.print(
+                f"no runs yet: there is no folder {root} (evolve puts each run in runs/TASK, or where --run-dir says)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            console.print(f"no run directories below {root}", highlight=False, soft_wrap=True)
         return
     table = Table(title=f"runs below {root}")
     for col in ("run", "task", "iterations", "programs", "best", "started"):

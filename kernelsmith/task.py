@@ -18,11 +18,15 @@ from kernelsmith.identity import program_hash
 
 
 def read_source(path: Path, what: str, error: type[Exception]) -> str:
-    """A source file's text, or `error` with one line saying why not."""
+    """A source file's text, or `error` with one line saying why not.
+
+    UTF-8 with its byte-order mark dropped, as Python reads a file saved with one (Windows
+    editors write it); the text handed on never starts with U+FEFF, which `ast.parse` rejects.
+    """
     if not path.is_file():
         raise error(f"{what} file not found: {path}")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {what} file {path}: {exc}") from None
 
@@ -54,9 +58,10 @@ class Task:
     path: str | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path) -> Task:
+    def from_file(cls, path: str | Path, name: str | None = None) -> Task:
+        """The task file at `path`, named `name` (default: the file's stem)."""
         p = Path(path)
-        return cls.from_source(read_source(p, "task", TaskError), name=p.stem, path=str(p))
+        return cls.from_source(read_source(p, "task", TaskError), name=name or p.stem, path=str(p))
 
     @classmethod
     def from_source(cls, source: str, name: str = "task", path: str | None = None) -> Task:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from kernelsmith.errors import UserError
-from kernelsmith.task import Task
+from kernelsmith.errors import TaskError, UserError
+from kernelsmith.task import Task, read_source
 
 SIZES_NAME = "CPU_SIZES"
 
@@ -107,18 +107,29 @@ def shrink(source: str) -> str:
 
 def shrink_file(path: str | Path) -> str:
     """The CPU-sized source of the task file at `path`."""
-    return shrink(Path(path).read_text(encoding="utf-8"))
+    return shrink(read_source(Path(path), "task", TaskError))
 
 
-def load_task(path: Path, small: bool = False) -> Task:
-    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them)."""
-    task = Task.from_file(path)
+def small_source(source: str) -> str:
+    """`source` cut to its CPU_SIZES, as `--small` asks; a ValueError says why it cannot be (it
+    declares none, or a bad one), so that --small never runs a task at full size unsaid."""
+    try:
+        shrunk = shrink(source) if read_cpu_sizes(source) else None
+    except ValueError as exc:
+        raise ValueError(f"cannot shrink it: {exc}") from None
+    if shrunk is None:
+        raise ValueError(f"declares no {SIZES_NAME}, so --small cannot shrink it")
+    return shrunk
+
+
+def load_task(path: Path, small: bool = False, name: str | None = None) -> Task:
+    """A task file, with its sizes cut to its CPU_SIZES when `small` (suite tasks declare them);
+    `name` as in `Task.from_file`."""
+    task = Task.from_file(path, name)
     if not small:
         return task
     try:
-        source = shrink(task.source)
+        source = small_source(task.source)
     except ValueError as exc:
-        raise UserError(f"{path}: cannot shrink it: {exc}") from None
-    if source == task.source:
-        raise UserError(f"{path} declares no CPU_SIZES, so --small cannot shrink it")
+        raise UserError(f"{path} {exc}") from None
     return Task.from_source(source, name=task.name, path=str(path))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from kernelsmith.errors import UserError
 from kernelsmith.suite import metrics
@@ -277,3 +279,101 @@ def test_roofline_fraction_is_floor_over_time_and_in_the_json():
     assert row.roofline_fraction == pytest.approx(0.75)
     assert json.loads(row.model_dump_json())["roofline_fraction"] == pytest.approx(0.75)
     assert TaskRow(task="t.py", status="correct", candidate_ms=0.4).roofline_fraction is None  # CPU: no floor
+
+
+# -- what reaches the backend (a recording stand-in: nothing is evaluated) --------------------
+
+
+class RecordingBackend:
+    """Records each submitted (task, candidate) and answers "correct" at 1.0x."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[Task, object]] = []
+
+    def submit(self, task, candidate, options=None) -> Future:
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        self.submitted.append((task, candidate))
+        fut: Future = Future()
+        fut.set_result(EvalResult(status=Status.correct, correct=True, speedup=1.0, candidate_ms=1.0, device="cpu"))
+        return fut
+
+    def hardware(self) -> Future:
+        fut: Future = Future()
+        fut.set_result({"device": "cpu"})
+        return fut
+
+
+def _with_bom(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+
+
+def test_bench_reads_task_and_solution_saved_with_a_byte_order_mark(tmp_path, case):
+    _with_bom(case("rowsum_task"), tmp_path / "suite" / "t.py")
+    _with_bom(case("rowsum_triton"), tmp_path / "solutions" / "t.py")
+    backend = RecordingBackend()
+    report = run_bench(tmp_path / "suite", tmp_path / "solutions", backend, transform=_shrink)
+    assert [(r.task, r.status) for r in report.rows] == [("t.py", "correct")] and report.skipped == []
+    ((task, candidate),) = backend.submitted
+    assert task.source == _shrink(case("rowsum_task").read_text())
+    assert candidate.source == case("rowsum_triton").read_text()
+
+
+def test_a_folder_without_task_files_is_refused(tmp_path, case):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"empty holds no task files \(a task file defines Model and get_inputs\)$"):
+        run_bench(tmp_path / "empty", tmp_path / "empty", RecordingBackend())
+    _copy(case("not_a_task"), tmp_path / "helpers" / "util.py")
+    with pytest.raises(UserError, match="get_inputs\\): 1 .py file that is not one$"):
+        run_bench(tmp_path / "helpers", tmp_path / "empty", RecordingBackend())
+
+
+def test_bench_small_evaluates_no_task_at_full_size(tmp_path, case):
+    """--small cuts each task to its CPU_SIZES; a task that declares none (or a bad one) is a
+    task_error that says so, not evaluated at full size."""
+    from kernelsmith.task_sizes import small_source
+
+    suite, solutions = tmp_path / "suite", tmp_path / "solutions"
+    softmax = REPO / "examples" / "suite" / "softmax.py"
+    _copy(softmax, suite / "softmax.py")
+    _copy(case("rowsum_task"), suite / "rowsum.py")  # no CPU_SIZES
+    (suite / "bad.py").write_text(softmax.read_text().replace('CPU_SIZES = {"ROWS"', 'CPU_SIZES = {"NOPE": 1, "ROWS"'))
+    for name in ("softmax.py", "rowsum.py", "bad.py"):
+        _copy(case("rowsum_triton"), solutions / name)
+    backend = RecordingBackend()
+    report = run_bench(suite, solutions, backend, transform=small_source)
+    rows = {r.task: (r.status, r.error) for r in report.rows}
+    assert rows["softmax.py"] == ("correct", None)
+    assert rows["rowsum.py"] == ("task_error", "declares no CPU_SIZES, so --small cannot shrink it")
+    assert rows["bad.py"][0] == "task_error" and rows["bad.py"][1].startswith(
+        "cannot shrink it: CPU_SIZES names 'NOPE'"
+    )
+    assert [task.source for task, _ in backend.submitted] == [small_source(softmax.read_text())]
+
+
+def test_two_task_files_of_one_name_get_distinct_names(tmp_path, case):
+    """a/task.py and b/task.py: each named by its path in the suite, in bench's evaluations and in
+    evolve-suite's stored runs (what `runs`, summaries, reports and exported data show)."""
+    from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.evolve.store import RunStore
+    from kernelsmith.suite.evolve_suite import evolve_suite
+
+    suite, seeds = tmp_path / "suite", tmp_path / "seeds"
+    for folder, task_case in (("a", "rowsum_task"), ("b", "elementwise_task")):
+        _copy(case(task_case), suite / folder / "task.py")
+        _copy(case("rowsum_triton"), seeds / folder / "task.py")
+    assert [st.name for st in discover(suite)] == ["a/task", "b/task"]
+    backend = RecordingBackend()
+    run_bench(suite, seeds, backend)
+    assert [task.name for task, _ in backend.submitted] == ["a/task", "b/task"]
+
+    cfg = evolve_config(None, {"iterations": 0, "evaluation": {"device": "cpu"}}, "tune")
+    evolve_suite(suite, seeds, tmp_path / "runs", cfg, False, RecordingBackend(), lambda text: None)
+    for name in ("a/task", "b/task"):
+        store = RunStore.open_readonly(tmp_path / "runs" / name)
+        try:
+            assert store.get_meta("task_name") == name
+        finally:
+            store.close()
+        assert json.loads((tmp_path / "runs" / name / "summary.json").read_text())["task"] == name

@@ -132,6 +132,13 @@ def test_eval_json_softmax():
     assert len(result["trials"]) == 5 and all(t["ok"] for t in result["trials"])
 
 
+def test_eval_small_reads_the_task_as_evolve_and_bench_do():
+    # --small goes through task_sizes.load_task (tests/test_suite_tasks.py: the cut itself); a
+    # task without CPU_SIZES is refused before anything is evaluated.
+    p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--small", timeout=60)
+    assert_usage_error(p, f"{SOFTMAX_TASK} declares no CPU_SIZES, so --small cannot shrink it")
+
+
 def test_task_whose_get_inputs_raises_is_a_task_error(tmp_path, case):
     task = tmp_path / "broken_task.py"
     task.write_text(

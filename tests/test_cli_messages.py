@@ -170,6 +170,27 @@ def test_runs_names_the_folders_it_skipped(tmp_path):
     assert len(skipped) == 1 and "broken" in skipped[0] and "not a readable run store" in skipped[0], p.stderr
 
 
+def test_runs_before_any_run_is_an_empty_listing_that_says_where_runs_go(tmp_path):
+    p = ks("runs", tmp_path / "runs")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert " ".join(p.stdout.split()) == (
+        f"no runs yet: there is no folder {tmp_path / 'runs'} (evolve puts each run in runs/TASK, "
+        "or where --run-dir says)"
+    )
+    listed = ks("runs", tmp_path / "runs", "--json")
+    assert listed.returncode == 0 and listed.stdout.strip() == "[]"
+    (tmp_path / "file").write_text("")
+    assert_usage_error(ks("runs", tmp_path / "file"), "is a file, not a folder of run directories")
+
+
+def test_bench_of_a_folder_without_task_files_is_one_error_line(tmp_path):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "solutions").mkdir()
+    p = ks("bench", tmp_path / "suite", "--solutions", tmp_path / "solutions", "--device", "cpu")
+    assert_usage_error(p, f"{tmp_path / 'suite'} holds no task files")
+    assert "0/0 correct" not in p.stdout
+
+
 # ---- 11f: an endpoint without a model is refused before the first call
 
 

@@ -271,6 +271,12 @@ def test_config_files_toml_and_yaml_with_env_vars(tmp_path, monkeypatch):
         assert cfg.llm.temperature == 0.6 and cfg.llm.top_p == 0.95
 
 
+def test_config_file_saved_with_a_byte_order_mark(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_bytes(b"\xef\xbb\xbfiterations = 7\n")  # as Windows editors save UTF-8
+    assert load_config(toml).iterations == 7
+
+
 def test_kill_9_then_resume_runs_every_iteration_once(tmp_path):
     run_dir = tmp_path / "run"
     cfg = tmp_path / "evolve.toml"

@@ -221,6 +221,26 @@ def test_check_against_closed_port_fails_fast():
     assert time.perf_counter() - started < 5
 
 
+def test_check_without_an_endpoint_says_none_is_configured_and_how_to_give_one():
+    default = LLMConfig().base_url
+    host, port = default.split("//")[1].split("/")[0].split(":")
+    with socket.socket() as s:
+        if s.connect_ex((host, int(port))) == 0:
+            pytest.skip(f"something listens at the default endpoint {default} here")
+    unset = LLMClient(LLMConfig(models=[ModelSpec(name="m")]))
+    with pytest.raises(LLMUnavailable) as exc:
+        asyncio.run(check_once(unset))
+    assert str(exc.value) == (
+        f"no LLM endpoint is configured (nothing answers at the default, {default}): give "
+        "--llm-base-url URL --model NAME, or base_url and models under [llm] in a --config file "
+        "(a value may be ${ENV_VAR}); --mutator tune --seed FILE searches without an LLM"
+    )
+    # the same URL, given by the user (config or per model), is named as theirs
+    for given in (LLMConfig(base_url=default), LLMConfig(models=[ModelSpec(name="m", base_url=default)])):
+        with pytest.raises(LLMUnavailable, match=f"cannot reach the LLM endpoint at {default}"):
+            asyncio.run(check_once(LLMClient(given)))
+
+
 def test_check_passes_on_live_server_and_on_missing_models_route():
     with ScriptedServer() as s:
         asyncio.run(check_once(make_client(s.url)))

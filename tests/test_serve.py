@@ -111,6 +111,14 @@ def test_bad_requests_get_422_with_the_reason(service):
     assert status == 200 and "/v1/evaluate" in spec["paths"] and "/v1/health" in spec["paths"]
 
 
+def test_sources_sent_with_a_byte_order_mark_are_read_as_python_reads_the_file():
+    from kernelsmith.serve.app import EvaluateRequest
+
+    task, candidate = SOFTMAX_TASK.read_text(), SOFTMAX_HONEST.read_text()
+    req = EvaluateRequest(task_source="\ufeff" + task, candidate_source="\ufeff" + candidate)
+    assert (req.task_source, req.candidate_source) == (task, candidate)
+
+
 BAD_OPTIONS = [
     ("memory_limit", "banana"),
     ("memory_limit", "-5G"),

@@ -15,7 +15,7 @@ from conftest import REPO
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate import Status
 from kernelsmith.task import Task
-from kernelsmith.task_sizes import read_cpu_sizes, shrink, shrink_file
+from kernelsmith.task_sizes import read_cpu_sizes, shrink, shrink_file, small_source
 
 SUITE = REPO / "examples" / "suite"
 SEEDS = REPO / "examples" / "suite_seeds"
@@ -60,6 +60,30 @@ def test_shrink_without_cpu_sizes_is_identity():
     assert shrink(src) == src
 
 
+def test_small_source_says_why_a_task_cannot_be_cut_to_cpu_sizes():
+    assert small_source(SOURCE) == shrink(SOURCE)
+    with pytest.raises(ValueError, match=r"^declares no CPU_SIZES, so --small cannot shrink it$"):
+        small_source(SOURCE.replace('CPU_SIZES = {"BATCH": 16, "DIM": 64}\n', ""))
+    with pytest.raises(ValueError, match=r"^cannot shrink it: CPU_SIZES names 'EPS', which is not"):
+        small_source(SOURCE.replace('{"BATCH": 16, "DIM": 64}', '{"EPS": 1}'))
+
+
+def test_load_task_small_names_the_file_that_cannot_be_cut(tmp_path):
+    from kernelsmith.errors import UserError
+    from kernelsmith.task_sizes import load_task
+
+    source = (SUITE / "softmax.py").read_text()
+    sizes = 'CPU_SIZES = {"ROWS": 8, "COLS": 1500}'
+    plain, bad = tmp_path / "plain.py", tmp_path / "bad.py"
+    plain.write_text(source.replace(sizes, ""))
+    bad.write_text(source.replace(sizes, 'CPU_SIZES = {"NOPE": 1}'))
+    assert load_task(plain).source == plain.read_text()
+    with pytest.raises(UserError, match=f"^{plain} declares no CPU_SIZES, so --small cannot shrink it$"):
+        load_task(plain, small=True)
+    with pytest.raises(UserError, match=f"^{bad} cannot shrink it: CPU_SIZES names 'NOPE'"):
+        load_task(bad, small=True)
+
+
 @pytest.mark.parametrize(
     "sizes, bad",
     [
@@ -73,6 +97,13 @@ def test_shrink_rejects_a_key_that_is_not_a_module_level_int(sizes, bad):
     src = SOURCE.replace('{"BATCH": 16, "DIM": 64}', sizes)
     with pytest.raises(ValueError, match=repr(bad)):
         shrink(src)
+
+
+def test_shrink_file_reads_a_file_saved_with_a_byte_order_mark(tmp_path):
+    source = (SUITE / "softmax.py").read_text()
+    p = tmp_path / "softmax.py"
+    p.write_bytes(b"\xef\xbb\xbf" + source.encode("utf-8"))
+    assert shrink_file(p) == shrink(source)
 
 
 def test_shrink_rejects_a_cpu_sizes_that_is_not_a_literal_dict_of_ints():

@@ -78,6 +78,14 @@ def test_task_missing_file(tmp_path):
         Task.from_file(tmp_path / "nope.py")
 
 
+def test_task_saved_with_a_byte_order_mark_is_read_as_python_reads_it(tmp_path):
+    # Windows editors save UTF-8 with a BOM; Python runs such a file, so it is a task.
+    p = tmp_path / "bom.py"
+    p.write_bytes(b"\xef\xbb\xbf" + TASK.encode("utf-8"))
+    t = Task.from_file(p)
+    assert t.source == TASK and t.hash == Task.from_source(TASK).hash
+
+
 def test_task_errors_are_user_errors():
     assert issubclass(TaskError, UserError) and issubclass(CandidateError, UserError)
     assert TaskError.exit_code == 2
@@ -204,3 +212,11 @@ def test_candidate_with_syntax_error_is_still_a_candidate(case):
 def test_candidate_missing_file(tmp_path):
     with pytest.raises(CandidateError, match="candidate file not found"):
         Candidate.from_file(tmp_path / "nope.py")
+
+
+def test_candidate_saved_with_a_byte_order_mark_is_not_a_compile_error(tmp_path, case):
+    source = case("rowsum_triton").read_text()
+    p = tmp_path / "bom.py"
+    p.write_bytes(b"\xef\xbb\xbf" + source.encode("utf-8"))
+    c = Candidate.from_file(p)
+    assert c.source == source and analyze(c.source).syntax_error is None

@@ -93,6 +93,9 @@ def small_suite(tmp_path: Path, names: list[str], seeds: list[str]) -> tuple[Pat
 
 def test_bench_json_summary(tmp_path):
     suite, seeds = small_suite(tmp_path, ["row_sum", "softmax", "rmsnorm"], ["row_sum", "softmax"])
+    # a task without CPU_SIZES: --small must not run it at full size, and says so in its row
+    plain = (suite / "rmsnorm.py").read_text().replace('CPU_SIZES = {"TOKENS": 8, "HIDDEN": 1500}\n', "")
+    (suite / "rmsnorm.py").write_text(plain)
     report = last_json(ks("bench", suite, "--solutions", seeds, "--device", "cpu", "--small", "--json"))
     for key in ("tasks", "correct_rate", "fast_p", "amsr", "geomean_speedup"):
         assert key in report, key
@@ -100,9 +103,11 @@ def test_bench_json_summary(tmp_path):
     assert report["correct_rate"] == 2 / 3
     assert set(report["fast_p"]) == {"0", "1", "1.5", "2"} and report["fast_p"]["0"] == 2 / 3
     statuses = {r["task"]: r["status"] for r in report["rows"]}
-    assert statuses == {"row_sum.py": "correct", "softmax.py": "correct", "rmsnorm.py": "missing"}
+    assert statuses == {"row_sum.py": "correct", "softmax.py": "correct", "rmsnorm.py": "task_error"}
+    assert report["rows"][0]["error"] == "declares no CPU_SIZES, so --small cannot shrink it"
     table = ks("bench", suite, "--solutions", seeds, "--device", "cpu", "--small", "--html", tmp_path / "bench.html")
     assert table.returncode == 0 and "2/3 correct" in table.stdout and "fast_1=" in table.stdout
+    assert "rmsnorm.py: task_error: declares no CPU_SIZES, so --small cannot shrink it" in table.stdout
     assert "best so far:" in table.stdout and 'id="suite-chart"' in (tmp_path / "bench.html").read_text()
 
 

@@ -134,7 +134,7 @@ def read_config_file(path: str | Path) -> dict:
         raise UserError(f"config file {p} is a directory, not a file")
     if not p.is_file():
         raise UserError(f"config file {p} does not exist")
-    text = p.read_text(encoding="utf-8")
+    text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
     try:
         if p.suffix == ".toml":
             data = tomllib.loads(text)

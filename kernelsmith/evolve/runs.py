@@ -48,11 +48,14 @@ def _read(path: Path) -> RunInfo:
 
 
 def find_runs(root: Path, max_depth: int = 4, skipped: list[tuple[str, str]] | None = None) -> list[RunInfo]:
-    """Every run directory at most `max_depth` levels below `root` (root itself included), by path.
-    Folders with a store that cannot be read are appended to `skipped` as (folder, why)."""
+    """Every run directory at most `max_depth` levels below `root` (root itself included), by path;
+    none when `root` does not exist (no run has been made there yet). Folders with a store that
+    cannot be read are appended to `skipped` as (folder, why)."""
     root = Path(root)
+    if not root.exists():
+        return []
     if not root.is_dir():
-        raise UserError(f"{root} is not a folder")
+        raise UserError(f"{root} is a file, not a folder of run directories")
     stores = [p for depth in range(max_depth + 1) for p in root.glob("/".join(["*"] * depth + [STORE_NAME]))]
     runs = []
     for store in sorted(stores):

@@ -306,6 +306,12 @@ class LLMClient:
                 if exc.status_code >= 500:
                     raise LLMUnavailable(f"the LLM endpoint at {url} is failing ({_status_detail(exc)})") from None
             except openai.APIConnectionError as exc:
+                if not self.config.endpoint_given(spec):  # the user never typed this URL: say what to give
+                    raise LLMUnavailable(
+                        f"no LLM endpoint is configured (nothing answers at the default, {url}): give "
+                        "--llm-base-url URL --model NAME, or base_url and models under [llm] in a --config "
+                        "file (a value may be ${ENV_VAR}); --mutator tune --seed FILE searches without an LLM"
+                    ) from None
                 raise LLMUnavailable(
                     f"cannot reach the LLM endpoint at {url}: {_connection_detail(exc, timeout)}"
                 ) from None

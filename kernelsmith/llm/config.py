@@ -49,3 +49,8 @@ class LLMConfig(BaseModel):
     backoff_base: float = Field(default=1.0, ge=0)
     backoff_max: float = Field(default=60.0, ge=0)
     concurrency: int = Field(default=4, ge=1, description="max requests in flight")
+
+    def endpoint_given(self, spec: ModelSpec) -> bool:
+        """Whether the user named `spec`'s endpoint (its own base_url or this config's), rather
+        than leaving it to the default."""
+        return spec.base_url is not None or "base_url" in self.model_fields_set

@@ -57,6 +57,12 @@ class EvaluateRequest(EvalOptions):
     profile: bool = Field(default=False, description="a correct candidate's verdict gets Nsight Compute's counters")
     profile_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=600, allow_inf_nan=False)
 
+    @field_validator("task_source", "candidate_source")
+    @classmethod
+    def _without_bom(cls, v: str) -> str:
+        # A file read with its byte-order mark: Python drops it when it runs the file, so do we.
+        return v.removeprefix("\ufeff")
+
     @field_validator("device")
     @classmethod
     def _device(cls, v: str | None) -> str | None:

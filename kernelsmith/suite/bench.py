@@ -31,6 +31,8 @@ from kernelsmith.suite import metrics
 from kernelsmith.task import Task
 
 ERROR_CHARS = 300
+# Statuses of rows whose candidate was never evaluated (their error says why).
+NOT_EVALUATED = ("missing", "not_a_candidate", "task_error")
 _LEVEL = re.compile(r"^level(\d+)$", re.IGNORECASE)
 
 
@@ -41,6 +43,12 @@ class SuiteTask:
     rel_path: str
     path: Path
     level: str | None
+
+    @property
+    def name(self) -> str:
+        """The task's name in records and messages: its relative path without `.py`, so that two
+        files of one name in different folders (a/task.py, b/task.py) stay two names."""
+        return self.rel_path.removesuffix(".py")
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,17 @@ def scan_suite(suite_dir: Path) -> SuiteScan:
             continue
         tasks.append(SuiteTask(rel_path=rel.as_posix(), path=suite_dir / rel, level=_level_of(suite_dir, rel)))
     return SuiteScan(tasks=tasks, skipped=skipped)
+
+
+def scan_tasks(suite_dir: Path) -> SuiteScan:
+    """`scan_suite`, refusing a folder without a task file: a benchmark of nothing is a mistake
+    (a wrong path, files that are not tasks), not "0/0 correct"."""
+    scan = scan_suite(suite_dir)
+    if not scan.tasks:
+        n = len(scan.skipped)
+        others = f": {n} .py {'file that is not one' if n == 1 else 'files, none of them one'}" if n else ""
+        raise UserError(f"{suite_dir} holds no task files (a task file defines Model and get_inputs){others}")
+    return scan
 
 
 def discover(suite_dir: Path) -> list[SuiteTask]:
@@ -234,10 +253,13 @@ def _submit(
     transform: Callable[[str], str] | None,
 ) -> TaskRow | Future:
     """Submit one task's evaluation, or the row that says why it cannot be evaluated."""
-    source = st.path.read_text(encoding="utf-8")
     try:
-        task = Task.from_source(transform(source) if transform else source, name=st.path.stem, path=str(st.path))
-    except TaskError as exc:  # the transform broke the task
+        task = Task.from_file(st.path, st.name)  # read as the scan read it (a byte-order mark dropped)
+        if transform is not None:
+            task = Task.from_source(transform(task.source), name=task.name, path=task.path)
+    except (TaskError, ValueError) as exc:
+        # The file changed since the scan, the transform broke the task, or it cannot apply to
+        # it (--small: the task declares no CPU_SIZES; never run at full size unsaid).
         return _failed(st, "task_error", str(exc))
     solution = solutions_dir / st.rel_path
     if not solution.is_file():
@@ -262,14 +284,15 @@ def run_bench(
     A task without a solution file is "missing", one whose file has no ModelNew is
     "not_a_candidate"; neither is evaluated, both count as failures. A task that fails to load
     in the evaluator (TaskError) is "task_error" and the others go on. `transform` maps each
-    task's source before evaluation (e.g. smaller sizes for the CPU). `on_result` gets each
+    task's source before evaluation (e.g. smaller sizes for the CPU); a task it raises a
+    ValueError for is "task_error" with that reason, not evaluated. `on_result` gets each
     row as it completes; the report lists rows in suite order. Flagged correct rows count as
     failures in every metric.
     """
     suite_dir, solutions_dir = Path(suite_dir), Path(solutions_dir)
     if not solutions_dir.is_dir():
         raise UserError(f"solutions directory not found: {solutions_dir}")
-    scan = scan_suite(suite_dir)
+    scan = scan_tasks(suite_dir)
     rows: dict[str, TaskRow] = {}
     pending: dict[Future, SuiteTask] = {}
 

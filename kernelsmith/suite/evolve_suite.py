@@ -20,8 +20,8 @@ from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.run import ReportWriter, run_evolve
 from kernelsmith.llm import LLMError
 from kernelsmith.progress import LiveProgress
-from kernelsmith.suite.bench import BenchReport, discover, run_bench
-from kernelsmith.task_sizes import load_task, shrink
+from kernelsmith.suite.bench import BenchReport, run_bench, scan_tasks
+from kernelsmith.task_sizes import load_task, small_source
 
 REPORT_NAME = "suite_report.json"
 
@@ -37,9 +37,7 @@ def evolve_suite(
     view: LiveProgress | None = None,
     write_report: ReportWriter | None = None,
 ) -> BenchReport:
-    tasks = discover(suite_dir)
-    if not tasks:
-        raise UserError(f"{suite_dir} holds no task files")
+    tasks = scan_tasks(suite_dir).tasks
     if seeds_dir is not None and not seeds_dir.is_dir():
         raise UserError(f"--seeds {seeds_dir} is not a folder")
     solutions = runs_dir / "solutions"
@@ -47,9 +45,9 @@ def evolve_suite(
     for n, st in enumerate(tasks, 1):
         say(f"[bold]task {n}/{len(tasks)}: {st.rel_path}[/]")
         seed_path = seeds_dir / st.rel_path if seeds_dir is not None else None
-        run_dir = runs_dir / Path(st.rel_path).with_suffix("")
+        run_dir = runs_dir / st.name
         try:
-            task = load_task(st.path, small)
+            task = load_task(st.path, small, st.name)
             seed = Candidate.from_file(seed_path).source if seed_path is not None and seed_path.is_file() else None
             run_evolve(task, seed, cfg, run_dir, say, backend, view, write_report)
         except LLMError:
@@ -64,6 +62,6 @@ def evolve_suite(
             shutil.copyfile(best, target)
     solutions.mkdir(parents=True, exist_ok=True)
     say("benchmarking the best program of every task")
-    report = run_bench(suite_dir, solutions, backend, transform=shrink if small else None)
+    report = run_bench(suite_dir, solutions, backend, transform=small_source if small else None)
     (runs_dir / REPORT_NAME).write_text(report.to_json() + "\n")
     return report
