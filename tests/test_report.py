@@ -247,6 +247,51 @@ def test_one_failed_program_with_hostile_text_stays_text(browser, tmp_path):
     assert d.title.startswith("kernelsmith run: hostile <script>")
 
 
+def test_mutator_names_the_tuner_not_a_model():
+    from kernelsmith.report.run_data import mutator_text
+
+    tuner = EvolveConfig.model_validate({"operators": {"rewrite": 0, "tune": 1}})
+    assert mutator_text(tuner) == "launch-parameter tuner (no LLM)"
+    llm = {"llm": {"models": [{"name": "m1"}, {"name": "m2"}]}}
+    assert mutator_text(EvolveConfig.model_validate(llm)) == "LLM: m1, m2"
+    mixed = EvolveConfig.model_validate({**llm, "operators": {"rewrite": 1, "tune": 0.3}})
+    assert mutator_text(mixed) == "LLM: m1, m2; launch-parameter tuner"
+
+
+def boxes_overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def rects(driver, css: str) -> list[dict]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(function (n) {"
+        " var r = n.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })",
+        css,
+    )
+
+
+def test_a_cpu_tuner_run_reads_clearly(browser, tmp_path):
+    """A CPU run's speedups are ~0.001x: the axis title clears the wider tick labels, the archive
+    shows scores in significant figures, and the budget names the tuner, not a model."""
+    cell = {"launches": 1, "complexity": 10, "uses_dot": 0}
+    programs = [
+        Program(0, 0, "seed", "x = 0\n", "correct", speedup=0.000834, descriptors=cell),
+        Program(1, 0, "tune", "x = 1\n", "correct", parent_id=1, speedup=0.00121, descriptors=cell),
+        Program(2, 1, "tune", "x = 2\n", "correct", parent_id=2, speedup=0.00116, descriptors={**cell, "launches": 2}),
+    ]
+    run = hand_made_run(tmp_path / "run", programs, {"operators": {"rewrite": 0, "tune": 1}})
+    d = open_page(browser, write_run_report(run))
+    [title] = rects(d, '#chart-best text.label[transform*="rotate"]')
+    ticks = rects(d, '#chart-best text.tick[text-anchor="end"]')
+    assert len(ticks) >= 3 and not [t for t in ticks if boxes_overlap(title, t)], (title, ticks)
+    scores = [e.text for e in d.find_elements("css selector", "#archive-grid .cscore")]
+    assert scores and "0.00121" in scores and "0.00116" in scores and "0.00" not in scores, scores
+    assert "\nscore 0.00121\n" in d.find_element("id", "detail").text  # the best program is selected
+    budget = d.find_element("id", "budget").text
+    assert "mutator launch-parameter tuner (no LLM)" in budget.replace("\n", " ") and "default" not in budget
+    save_screenshot(d, tmp_path, "report_cpu_tuner.png")
+
+
 def test_hundreds_of_programs_stay_drawable(browser, tmp_path):
     rng = random.Random(0)
     statuses = ["correct", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "no_program"]

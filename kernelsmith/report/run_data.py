@@ -234,6 +234,16 @@ def _profiles(best: Program | None, by_id: dict[int, Program]) -> list[ProfileVi
     return [v for v in views if v is not None]
 
 
+def mutator_text(cfg: EvolveConfig) -> str:
+    """Who proposes the children: the LLM models, the launch-parameter tuner, or both (a tuner run
+    keeps the config's default model name, which no request ever used)."""
+    tuner = "launch-parameter tuner"
+    if not cfg.operators.uses_llm:
+        return f"{tuner} (no LLM)"
+    llm = "LLM: " + ", ".join(m.name for m in cfg.llm.models)
+    return f"{llm}; {tuner}" if cfg.operators.tune > 0 else llm
+
+
 def _config_view(cfg: EvolveConfig) -> dict:
     return {
         "iterations": cfg.iterations,
@@ -244,7 +254,7 @@ def _config_view(cfg: EvolveConfig) -> dict:
         "max_tokens": cfg.max_tokens,
         "time_limit": cfg.time_limit,
         "device": cfg.evaluation.device,
-        "models": [m.name for m in cfg.llm.models],
+        "mutator": mutator_text(cfg),
         "operators": cfg.operators.model_dump(),
         "archive": cfg.archive.model_dump(),
     }

@@ -57,6 +57,12 @@ function fmtX(x) {
   return (x >= 100 ? x.toFixed(0) : x >= 0.1 || x === 0 ? x.toFixed(2) : x.toPrecision(2)) + "\u00d7";
 }
 
+// n significant digits, trailing zeros dropped: 0.000965, 1.5, 123 (a score of a CPU run is ~0.001)
+function fmtSig(x, n) {
+  if (!isNum(x)) return "\u2014";
+  return String(Number(x.toPrecision(n === undefined ? 3 : n)));
+}
+
 // a tick label with as many decimals as the tick step needs
 function fmtTick(v, step) {
   var digits = step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 0;
@@ -77,6 +83,18 @@ function ticks(lo, hi, n) {
   var out = [];
   for (var t = Math.ceil(lo / step) * step; t <= hi + 1e-9 * span; t += step) out.push(+t.toFixed(10));
   return out;
+}
+
+// The widest of `labels` drawn as an SVG text of `cls` inside `svg` (which must be in the page).
+function textWidth(svg, labels, cls) {
+  var probe = s("text", {class: cls, x: 0, y: -100}), w = 0;
+  svg.appendChild(probe);
+  labels.forEach(function (l) {
+    probe.textContent = l;
+    w = Math.max(w, probe.getComputedTextLength() || 6.5 * l.length);  // 0 when not laid out: a guess
+  });
+  svg.removeChild(probe);
+  return w;
 }
 
 // A table whose header cells sort its body when clicked (numbers by value, missing values last).
