@@ -336,7 +336,7 @@ def test_suite_report_table_and_chart(browser, tmp_path):
             reference_ms=2.5,
             floor_ms=0.5,
         ),
-        TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.6),
+        TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.0003),
         TaskRow(
             task="level2/3_fused.py",
             level="level2",
@@ -359,6 +359,20 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     assert "50.0%" in table and "2.50\u00d7" in table and HOSTILE in table  # roofline 0.5 / 1.0 ms
     assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
     assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
+    # AMSR is said in words where it is shown
+    assert "failed task or a speedup below 1\u00d7 counting as 0" in d.find_element("id", "amsr-means").text
+    amsr_head = d.find_element("xpath", "//table[@id='level-table']//th[text()='AMSR']")
+    assert "mean speedup over all tasks" in amsr_head.get_attribute("title")
+    # the log axis reaches past the slowest (0.0003x) and the fastest (3x) bar, its labels apart
+    ticks = d.find_elements("css selector", '#suite-chart text.tick[text-anchor="middle"]')
+    values = [float(e.text.rstrip("\u00d7")) for e in ticks]
+    xs = [float(e.get_attribute("x")) for e in ticks]
+    assert min(values) <= 0.0003 and max(values) >= 3.0, values
+    for bar in d.find_elements("css selector", "#suite-chart rect.bar"):
+        x, w = float(bar.get_attribute("x")), float(bar.get_attribute("width"))
+        assert min(xs) - 0.5 <= x and x + w <= max(xs) + 0.5, (x, w, xs)
+    labels = rects(d, '#suite-chart text.tick[text-anchor="middle"]')
+    assert not [(a, b) for a, b in zip(labels, labels[1:]) if boxes_overlap(a, b)], labels
     save_screenshot(d, tmp_path, "suite_report.png")
 
 

@@ -85,6 +85,18 @@ function ticks(lo, hi, n) {
   return out;
 }
 
+// Round ticks of a log axis that reach past both ends of [lo, hi] (lo > 0): 1-2-5 steps over up to
+// two decades, else powers of ten (more labels than that would overlap). The first and last ticks
+// are the axis' ends, so the axis always covers the data.
+function logTicks(lo, hi) {
+  var steps = Math.log10(hi / lo) <= 2 ? [1, 2, 5] : [1], out = [];
+  for (var d = Math.floor(Math.log10(lo)) - 1; d <= Math.ceil(Math.log10(hi)) + 1; d++) {
+    steps.forEach(function (m) { out.push(Number((m * Math.pow(10, d)).toPrecision(1))); });
+  }
+  var first = out.filter(function (v) { return v <= lo; }).pop(), last = out.filter(function (v) { return v >= hi; })[0];
+  return out.filter(function (v) { return v >= first && v <= last; });
+}
+
 // The widest of `labels` drawn as an SVG text of `cls` inside `svg` (which must be in the page).
 function textWidth(svg, labels, cls) {
   var probe = s("text", {class: cls, x: 0, y: -100}), w = 0;

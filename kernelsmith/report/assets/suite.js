@@ -2,6 +2,9 @@
 "use strict";
 
 var SUITE = readData();
+// What AMSR is (kernelsmith/suite/metrics.py, as Kernel-Smith reports it).
+var AMSR_MEANS = "AMSR: the mean speedup over all tasks, a failed task or a speedup below 1\u00d7 counting as 0 " +
+  "(as Kernel-Smith reports it)";
 
 function kindOf(r) {
   if (r.status === "correct") return r.flags.length ? "flagged" : "correct";
@@ -18,8 +21,9 @@ function renderSummary() {
       h("div", {class: "note"}, sm.correct + " of " + sm.tasks + " tasks (flagged ones count as failures)")),
     h("div", null, h("h3", null, "Geomean speedup"), h("div", {class: "big"}, fmtX(sm.geomean_speedup)),
       h("div", {class: "note"}, "over the correct tasks; vs torch.compile " + fmtX(sm.geomean_speedup_vs_compile))),
-    h("div", null, h("h3", null, "AMSR"), h("div", {class: "big"}, fmt(sm.amsr, 3)),
-      h("div", {class: "note"}, "vs torch.compile " + fmt(sm.amsr_vs_compile, 3)))]);
+    h("div", null, h("h3", {title: AMSR_MEANS}, "AMSR"), h("div", {class: "big"}, fmt(sm.amsr, 3)),
+      h("div", {class: "note"}, "vs torch.compile " + fmt(sm.amsr_vs_compile, 3)),
+      h("div", {class: "note", id: "amsr-means"}, AMSR_MEANS))]);
   var keys = Object.keys(sm.fast_p).sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
   var fp = h("table", {class: "data compact", id: "fast-p"}, h("thead", null, h("tr", null, h("th", null, "threshold p"),
     h("th", null, "fast_p vs eager"), h("th", null, "fast_p vs torch.compile"))), h("tbody", null, keys.map(function (k) {
@@ -30,7 +34,9 @@ function renderSummary() {
   var levels = Object.keys(SUITE.levels), box = clear(document.getElementById("levels"));
   if (!levels.length) { box.appendChild(h("p", {class: "note"}, "No KernelBench levels in this suite.")); return; }
   box.appendChild(h("table", {class: "data compact", id: "level-table"}, h("thead", null, h("tr", null,
-    ["level", "tasks", "correct", "fast_1", "AMSR", "geomean"].map(function (c) { return h("th", null, c); }))),
+    ["level", "tasks", "correct", "fast_1", "AMSR", "geomean"].map(function (c) {
+      return h("th", {title: c === "AMSR" ? AMSR_MEANS : null}, c);
+    }))),
     h("tbody", null, levels.map(function (lv) {
       var m = SUITE.levels[lv];
       return h("tr", null, h("td", null, lv), h("td", {class: "num"}, m.tasks), h("td", {class: "num"}, fmtPct(m.correct_rate)),
@@ -44,9 +50,12 @@ function renderChart() {
   var W = 820, L = 260, R = 70, T = 24, row = 18, H = T + Math.max(rows.length, 1) * row + 26;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H); svg.setAttribute("width", W); svg.setAttribute("height", H);
   var sp = rows.filter(function (r) { return isNum(r.speedup) && r.speedup > 0; }).map(function (r) { return r.speedup; });
-  var lo = Math.min.apply(null, sp.concat([0.5])) / 1.2, hi = Math.max.apply(null, sp.concat([2])) * 1.2;
+  // The axis runs from a round tick at or below the slowest task to one at or above the fastest
+  // (a CPU run's 0.0003x included), never narrower than 0.5x-2x.
+  var xt = logTicks(Math.min.apply(null, sp.concat([0.5])), Math.max.apply(null, sp.concat([2])));
+  var lo = xt[0], hi = xt[xt.length - 1];
   function X(v) { return L + (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) * (W - L - R); }
-  [0.1, 0.25, 0.5, 1, 2, 4, 10, 100].filter(function (v) { return v >= lo && v <= hi; }).forEach(function (v) {
+  xt.forEach(function (v) {
     svg.appendChild(s("line", {class: v === 1 ? "ref" : "grid", x1: X(v), y1: T - 4, x2: X(v), y2: H - 22}));
     svg.appendChild(s("text", {class: "tick", x: X(v), y: H - 8, "text-anchor": "middle"}, v + "\u00d7"));
   });
