@@ -359,6 +359,7 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     assert "50.0%" in table and "2.50\u00d7" in table and HOSTILE in table  # roofline 0.5 / 1.0 ms
     assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
     assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
+    assert d.find_element("id", "title").text == "kernelsmith bench: suite" and count(d, "#search-table") == 0
     # AMSR is said in words where it is shown
     assert "failed task or a speedup below 1\u00d7 counting as 0" in d.find_element("id", "amsr-means").text
     amsr_head = d.find_element("xpath", "//table[@id='level-table']//th[text()='AMSR']")
@@ -374,6 +375,46 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     labels = rects(d, '#suite-chart text.tick[text-anchor="middle"]')
     assert not [(a, b) for a, b in zip(labels, labels[1:]) if boxes_overlap(a, b)], labels
     save_screenshot(d, tmp_path, "suite_report.png")
+
+
+def test_evolve_suite_report_compares_seed_and_best_and_links_each_run(browser, tmp_path):
+    from kernelsmith.evolve.outputs import write_summary
+    from kernelsmith.report import write_evolve_suite_report
+    from kernelsmith.suite.evolve_suite import task_run_dir
+
+    runs, task = tmp_path / "runs", Task.from_file(TASK)
+    cfg = EvolveConfig.model_validate({"operators": {"rewrite": 0, "tune": 1}})
+    searched = {"a.py": (0.0008, 0.0012), "level1/b c.py": (0.5, 0.4)}  # a space: the link is URL-quoted
+    for rel, (seed, child) in searched.items():
+        run = task_run_dir(runs, rel)
+        seed_p = Program(0, 0, "seed", "x = 0\n", "correct", speedup=seed)
+        hand_made_run(run, [seed_p, Program(1, 0, "tune", "x = 1\n", "correct", parent_id=1, speedup=child)])
+        store = RunStore(run, create=False)
+        write_summary(run, store, task, cfg, {}, "done", 1.0)
+        store.close()
+        write_run_report(run)
+    rows = [
+        TaskRow(task="a.py", status="correct", correct=True, speedup=0.0011),
+        TaskRow(task="level1/b c.py", level="level1", status="correct", correct=True, speedup=0.45),
+        TaskRow(task="c.py", status="missing", error="no solution file"),  # skipped: never searched
+    ]
+    report = BenchReport.build("suite", str(runs / "solutions"), "cpu", None, rows, [])
+    page = write_evolve_suite_report(report, runs, runs)
+    assert page == runs / "suite_report.html"
+    d = open_page(browser, page)
+    assert d.title == "kernelsmith evolve-suite: suite" == d.find_element("id", "title").text
+    trs = d.find_elements("css selector", "#search-table tbody tr")
+    assert [tr.get_attribute("data-task") for tr in trs] == ["a.py", "level1/b c.py", "c.py"]
+    cells = [td.text for td in trs[0].find_elements("css selector", "td")]
+    assert " ".join(cells[:7]).replace("\u00d7", "x") == "a.py 1 done 0.00080x 0.0012x (#2, iteration 1) 1.50x 0.0011x"
+    assert trs[1].find_elements("css selector", "td")[5].text == "1.00\u00d7"  # the seed stayed the best
+    assert "not searched" in trs[2].text and "none correct" not in trs[2].text
+    assert count(d, "#search-table tr[data-task='c.py'] a") == 0
+    links = {a.text: a.get_attribute("href") for a in d.find_elements("css selector", "#search-table a.run-link")}
+    assert links == {rel: (task_run_dir(runs, rel) / "report.html").as_uri() for rel in searched}
+    save_screenshot(d, tmp_path, "evolve_suite_report.png")
+    d.find_element("css selector", "#search-table a.run-link").click()  # the link opens the task's run report
+    assert d.title.startswith("kernelsmith run: ")
 
 
 def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_path):

@@ -290,7 +290,8 @@ def _row(p: Program, depth: int) -> ProgramRow:
     )
 
 
-def _summary(run_dir: Path) -> dict | None:
+def read_summary(run_dir: Path) -> dict | None:
+    """summary.json as the run last wrote it; None before the run first ends."""
     path = run_dir / "summary.json"
     if not path.is_file():
         return None
@@ -333,7 +334,7 @@ def load_run(run_dir: str | Path) -> RunData:
         task_name=meta.get("task_name"),
         task_source=meta.get("task_source"),
         run_dir=str(run_dir),
-        summary=_summary(run_dir),
+        summary=read_summary(run_dir),
         config=config,
         config_error=config_error,
         programs=[_row(p, depth[stored_id(p)]) for p in programs],

@@ -13,9 +13,9 @@ function kindOf(r) {
 
 function renderSummary() {
   var sm = SUITE.summary;
-  document.getElementById("title").textContent = "kernelsmith bench: " + SUITE.suite;
-  document.getElementById("subtitle").textContent = "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device +
-    (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "");
+  document.getElementById("title").textContent = SUITE.title;
+  document.getElementById("subtitle").textContent = (SUITE.runs_dir ? "runs " + SUITE.runs_dir + " \u00b7 " : "") +
+    "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device + (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "");
   append(clear(document.getElementById("headline")), [
     h("div", null, h("h3", null, "Correct"), h("div", {class: "big"}, fmtPct(sm.correct_rate)),
       h("div", {class: "note"}, sm.correct + " of " + sm.tasks + " tasks (flagged ones count as failures)")),
@@ -81,6 +81,35 @@ function renderChart() {
   });
 }
 
+// evolve-suite: each task's starting program against the best its search found, linked to its run report.
+function renderSearches() {
+  var table = document.getElementById("search-table");
+  if (!table) return;
+  var bench = {};
+  SUITE.rows.forEach(function (r) { bench[r.task] = r; });
+  var cols = ["task", "iterations", "stop reason", "seed", "best found", "gain", "best, evaluated afresh", "note"];
+  table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
+  SUITE.searches.forEach(function (t) {
+    var seed = t.seed, best = t.best, b = bench[t.task];
+    var seedX = seed && seed.status === "correct" && isNum(seed.speedup) ? seed.speedup : null;
+    var bestX = best && isNum(best.speedup) ? best.speedup : null;
+    var gain = seedX !== null && bestX !== null && seedX > 0 ? bestX / seedX : null;
+    var name = t.report ? h("a", {href: t.report, class: "run-link"}, t.task) : t.task;
+    table.tBodies[0].appendChild(h("tr", {"data-task": t.task}, cell(name, t.task),
+      cell(isNum(t.iterations_done) ? String(t.iterations_done) : "\u2014", t.iterations_done, {class: "num"}),
+      cell(t.stop_reason || "\u2014", t.stop_reason),
+      cell(seedX !== null ? fmtX(seedX) : seed ? seed.status : "\u2014", seedX, {class: "num seed"}),
+      cell(best ? fmtX(bestX) + " (#" + best.program_id + ", iteration " + best.iteration + ")" :
+        isNum(t.iterations_done) ? "none correct" : "\u2014", bestX,
+        {class: "num best"}),
+      cell(fmtX(gain), gain, {class: "num gain"}),
+      cell(!b ? "\u2014" : b.status !== "correct" ? b.status : fmtX(b.speedup) + (b.flags.length ? " (flagged)" : ""),
+        b ? b.speedup : null, {class: "num"}),
+      cell(t.note || "", t.note, {class: "note"})));
+  });
+  makeSortable(table);
+}
+
 function renderTable() {
   var table = document.getElementById("suite-table");
   var cols = ["task", "level", "status", "speedup", "vs compile", "roofline", "candidate ms", "reference ms", "flags", "error"];
@@ -99,5 +128,6 @@ function renderTable() {
 }
 
 renderSummary();
+renderSearches();
 renderChart();
 renderTable();
