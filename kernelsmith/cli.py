@@ -259,8 +259,9 @@ def evolve_cmd(
         sys.stdout.write(json.dumps(summary) + "\n")
 
 
-def _print_report(report, json_out: bool, html: Path | None = None) -> None:
-    """Print the results, then write the HTML page: a page that cannot be written loses no result."""
+def _print_report(report, json_out: bool, html: Path | None = None, runs_dir: Path | None = None) -> None:
+    """Print the results, then write the HTML page: a page that cannot be written loses no result.
+    With `runs_dir` (evolve-suite) the page also shows each task's search."""
     from kernelsmith.suite.table import report_lines, rows_table
 
     if json_out:
@@ -270,10 +271,13 @@ def _print_report(report, json_out: bool, html: Path | None = None) -> None:
         for line in report_lines(report):
             console.print(line, highlight=False, soft_wrap=True)
     if html is not None:
-        from kernelsmith.report import write_suite_report
+        from kernelsmith.report import write_evolve_suite_report, write_suite_report
 
         try:
-            write_suite_report(report, html)
+            if runs_dir is None:
+                write_suite_report(report, html)
+            else:
+                write_evolve_suite_report(report, runs_dir, html)
         except UserError as exc:
             fail(str(exc), exc.exit_code)
 
@@ -404,7 +408,7 @@ def evolve_suite_cmd(
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
     from kernelsmith.report.suite_report import SUITE_REPORT_NAME
 
-    _print_report(report, json_out, html or runs_dir / SUITE_REPORT_NAME)
+    _print_report(report, json_out, html or runs_dir / SUITE_REPORT_NAME, runs_dir)
 
 
 @app.command("runs")

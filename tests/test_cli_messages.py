@@ -339,6 +339,28 @@ def test_readme_data_sft_example_runs(tmp_path):
     assert (tmp_path / "sft.jsonl").is_file()
 
 
+def _broken_tables(text: str) -> list[str]:
+    """Runs of table rows (lines starting with `|`, outside code blocks) that do not open with a
+    header and a `| --- |` separator: a row cut off from its table renders as a stray line."""
+    broken, run, inside = [], [], False
+    for line in text.splitlines() + [""]:
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        if not inside and line.startswith("|"):
+            run.append(line)
+            continue
+        if run and (len(run) < 2 or not re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", run[1].replace(" ", ""))):
+            broken.append(run[0])
+        run = []
+    return broken
+
+
+def test_markdown_tables_are_whole():
+    assert _broken_tables("| a | b |\n| --- | --- |\n| 1 | 2 |\n\ntext\n| 3 | 4 |\n") == ["| 3 | 4 |"]
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        assert _broken_tables(doc.read_text()) == [], doc.name
+
+
 # ---- 5: every option checked once, for the CLI, config files and the service alike
 
 

@@ -247,6 +247,51 @@ def test_one_failed_program_with_hostile_text_stays_text(browser, tmp_path):
     assert d.title.startswith("kernelsmith run: hostile <script>")
 
 
+def test_mutator_names_the_tuner_not_a_model():
+    from kernelsmith.report.run_data import mutator_text
+
+    tuner = EvolveConfig.model_validate({"operators": {"rewrite": 0, "tune": 1}})
+    assert mutator_text(tuner) == "launch-parameter tuner (no LLM)"
+    llm = {"llm": {"models": [{"name": "m1"}, {"name": "m2"}]}}
+    assert mutator_text(EvolveConfig.model_validate(llm)) == "LLM: m1, m2"
+    mixed = EvolveConfig.model_validate({**llm, "operators": {"rewrite": 1, "tune": 0.3}})
+    assert mutator_text(mixed) == "LLM: m1, m2; launch-parameter tuner"
+
+
+def boxes_overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def rects(driver, css: str) -> list[dict]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(function (n) {"
+        " var r = n.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })",
+        css,
+    )
+
+
+def test_a_cpu_tuner_run_reads_clearly(browser, tmp_path):
+    """A CPU run's speedups are ~0.001x: the axis title clears the wider tick labels, the archive
+    shows scores in significant figures, and the budget names the tuner, not a model."""
+    cell = {"launches": 1, "complexity": 10, "uses_dot": 0}
+    programs = [
+        Program(0, 0, "seed", "x = 0\n", "correct", speedup=0.000834, descriptors=cell),
+        Program(1, 0, "tune", "x = 1\n", "correct", parent_id=1, speedup=0.00121, descriptors=cell),
+        Program(2, 1, "tune", "x = 2\n", "correct", parent_id=2, speedup=0.00116, descriptors={**cell, "launches": 2}),
+    ]
+    run = hand_made_run(tmp_path / "run", programs, {"operators": {"rewrite": 0, "tune": 1}})
+    d = open_page(browser, write_run_report(run))
+    [title] = rects(d, '#chart-best text.label[transform*="rotate"]')
+    ticks = rects(d, '#chart-best text.tick[text-anchor="end"]')
+    assert len(ticks) >= 3 and not [t for t in ticks if boxes_overlap(title, t)], (title, ticks)
+    scores = [e.text for e in d.find_elements("css selector", "#archive-grid .cscore")]
+    assert scores and "0.00121" in scores and "0.00116" in scores and "0.00" not in scores, scores
+    assert "\nscore 0.00121\n" in d.find_element("id", "detail").text  # the best program is selected
+    budget = d.find_element("id", "budget").text
+    assert "mutator launch-parameter tuner (no LLM)" in budget.replace("\n", " ") and "default" not in budget
+    save_screenshot(d, tmp_path, "report_cpu_tuner.png")
+
+
 def test_hundreds_of_programs_stay_drawable(browser, tmp_path):
     rng = random.Random(0)
     statuses = ["correct", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "no_program"]
@@ -291,7 +336,7 @@ def test_suite_report_table_and_chart(browser, tmp_path):
             reference_ms=2.5,
             floor_ms=0.5,
         ),
-        TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.6),
+        TaskRow(task="level1/2_relu.py", level="level1", status="correct", correct=True, speedup=0.0003),
         TaskRow(
             task="level2/3_fused.py",
             level="level2",
@@ -314,7 +359,62 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     assert "50.0%" in table and "2.50\u00d7" in table and HOSTILE in table  # roofline 0.5 / 1.0 ms
     assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
     assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
+    assert d.find_element("id", "title").text == "kernelsmith bench: suite" and count(d, "#search-table") == 0
+    # AMSR is said in words where it is shown
+    assert "failed task or a speedup below 1\u00d7 counting as 0" in d.find_element("id", "amsr-means").text
+    amsr_head = d.find_element("xpath", "//table[@id='level-table']//th[text()='AMSR']")
+    assert "mean speedup over all tasks" in amsr_head.get_attribute("title")
+    # the log axis reaches past the slowest (0.0003x) and the fastest (3x) bar, its labels apart
+    ticks = d.find_elements("css selector", '#suite-chart text.tick[text-anchor="middle"]')
+    values = [float(e.text.rstrip("\u00d7")) for e in ticks]
+    xs = [float(e.get_attribute("x")) for e in ticks]
+    assert min(values) <= 0.0003 and max(values) >= 3.0, values
+    for bar in d.find_elements("css selector", "#suite-chart rect.bar"):
+        x, w = float(bar.get_attribute("x")), float(bar.get_attribute("width"))
+        assert min(xs) - 0.5 <= x and x + w <= max(xs) + 0.5, (x, w, xs)
+    labels = rects(d, '#suite-chart text.tick[text-anchor="middle"]')
+    assert not [(a, b) for a, b in zip(labels, labels[1:]) if boxes_overlap(a, b)], labels
     save_screenshot(d, tmp_path, "suite_report.png")
+
+
+def test_evolve_suite_report_compares_seed_and_best_and_links_each_run(browser, tmp_path):
+    from kernelsmith.evolve.outputs import write_summary
+    from kernelsmith.report import write_evolve_suite_report
+    from kernelsmith.suite.evolve_suite import task_run_dir
+
+    runs, task = tmp_path / "runs", Task.from_file(TASK)
+    cfg = EvolveConfig.model_validate({"operators": {"rewrite": 0, "tune": 1}})
+    searched = {"a.py": (0.0008, 0.0012), "level1/b c.py": (0.5, 0.4)}  # a space: the link is URL-quoted
+    for rel, (seed, child) in searched.items():
+        run = task_run_dir(runs, rel)
+        seed_p = Program(0, 0, "seed", "x = 0\n", "correct", speedup=seed)
+        hand_made_run(run, [seed_p, Program(1, 0, "tune", "x = 1\n", "correct", parent_id=1, speedup=child)])
+        store = RunStore(run, create=False)
+        write_summary(run, store, task, cfg, {}, "done", 1.0)
+        store.close()
+        write_run_report(run)
+    rows = [
+        TaskRow(task="a.py", status="correct", correct=True, speedup=0.0011),
+        TaskRow(task="level1/b c.py", level="level1", status="correct", correct=True, speedup=0.45),
+        TaskRow(task="c.py", status="missing", error="no solution file"),  # skipped: never searched
+    ]
+    report = BenchReport.build("suite", str(runs / "solutions"), "cpu", None, rows, [])
+    page = write_evolve_suite_report(report, runs, runs)
+    assert page == runs / "suite_report.html"
+    d = open_page(browser, page)
+    assert d.title == "kernelsmith evolve-suite: suite" == d.find_element("id", "title").text
+    trs = d.find_elements("css selector", "#search-table tbody tr")
+    assert [tr.get_attribute("data-task") for tr in trs] == ["a.py", "level1/b c.py", "c.py"]
+    cells = [td.text for td in trs[0].find_elements("css selector", "td")]
+    assert " ".join(cells[:7]).replace("\u00d7", "x") == "a.py 1 done 0.00080x 0.0012x (#2, iteration 1) 1.50x 0.0011x"
+    assert trs[1].find_elements("css selector", "td")[5].text == "1.00\u00d7"  # the seed stayed the best
+    assert "not searched" in trs[2].text and "none correct" not in trs[2].text
+    assert count(d, "#search-table tr[data-task='c.py'] a") == 0
+    links = {a.text: a.get_attribute("href") for a in d.find_elements("css selector", "#search-table a.run-link")}
+    assert links == {rel: (task_run_dir(runs, rel) / "report.html").as_uri() for rel in searched}
+    save_screenshot(d, tmp_path, "evolve_suite_report.png")
+    d.find_element("css selector", "#search-table a.run-link").click()  # the link opens the task's run report
+    assert d.title.startswith("kernelsmith run: ")
 
 
 def test_an_interrupted_run_still_writes_its_summary_and_report(cpu_pool, tmp_path):

@@ -134,6 +134,8 @@ def test_evolve_suite_with_the_tuner_resumes_and_reports(tmp_path):
     assert "softmax.py: skipped" in p.stdout  # no seed, and the tuner cannot translate
     report = json.loads((runs / "suite_report.json").read_text())
     assert (runs / "suite_report.html").is_file() and (runs / "row_sum" / "report.html").is_file()
+    page = (runs / "suite_report.html").read_text()  # its own page: each task's search, linked
+    assert "<title>kernelsmith evolve-suite: " in page and '"report":"row_sum/report.html"' in page
     assert report["tasks"] == 3 and report["correct_rate"] == 2 / 3
     assert {r["task"]: r["status"] for r in report["rows"]}["softmax.py"] == "missing"
     for name in ("row_sum", "gelu_gate_bias"):

@@ -234,6 +234,16 @@ def _profiles(best: Program | None, by_id: dict[int, Program]) -> list[ProfileVi
     return [v for v in views if v is not None]
 
 
+def mutator_text(cfg: EvolveConfig) -> str:
+    """Who proposes the children: the LLM models, the launch-parameter tuner, or both (a tuner run
+    keeps the config's default model name, which no request ever used)."""
+    tuner = "launch-parameter tuner"
+    if not cfg.operators.uses_llm:
+        return f"{tuner} (no LLM)"
+    llm = "LLM: " + ", ".join(m.name for m in cfg.llm.models)
+    return f"{llm}; {tuner}" if cfg.operators.tune > 0 else llm
+
+
 def _config_view(cfg: EvolveConfig) -> dict:
     return {
         "iterations": cfg.iterations,
@@ -244,7 +254,7 @@ def _config_view(cfg: EvolveConfig) -> dict:
         "max_tokens": cfg.max_tokens,
         "time_limit": cfg.time_limit,
         "device": cfg.evaluation.device,
-        "models": [m.name for m in cfg.llm.models],
+        "mutator": mutator_text(cfg),
         "operators": cfg.operators.model_dump(),
         "archive": cfg.archive.model_dump(),
     }
@@ -280,7 +290,8 @@ def _row(p: Program, depth: int) -> ProgramRow:
     )
 
 
-def _summary(run_dir: Path) -> dict | None:
+def read_summary(run_dir: Path) -> dict | None:
+    """summary.json as the run last wrote it; None before the run first ends."""
     path = run_dir / "summary.json"
     if not path.is_file():
         return None
@@ -323,7 +334,7 @@ def load_run(run_dir: str | Path) -> RunData:
         task_name=meta.get("task_name"),
         task_source=meta.get("task_source"),
         run_dir=str(run_dir),
-        summary=_summary(run_dir),
+        summary=read_summary(run_dir),
         config=config,
         config_error=config_error,
         programs=[_row(p, depth[stored_id(p)]) for p in programs],

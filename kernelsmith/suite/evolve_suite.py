@@ -26,6 +26,11 @@ from kernelsmith.task_sizes import load_task, small_source
 REPORT_NAME = "suite_report.json"
 
 
+def task_run_dir(runs_dir: Path, rel_path: str) -> Path:
+    """Where the search of the suite's task at `rel_path` lives: RUNS_DIR/<task path without .py>."""
+    return Path(runs_dir) / Path(rel_path).with_suffix("")
+
+
 def evolve_suite(
     suite_dir: Path,
     seeds_dir: Path | None,
@@ -45,7 +50,7 @@ def evolve_suite(
     for n, st in enumerate(tasks, 1):
         say(f"[bold]task {n}/{len(tasks)}: {st.rel_path}[/]")
         seed_path = seeds_dir / st.rel_path if seeds_dir is not None else None
-        run_dir = runs_dir / st.name
+        run_dir = task_run_dir(runs_dir, st.rel_path)
         try:
             task = load_task(st.path, small, st.name)
             seed = Candidate.from_file(seed_path).source if seed_path is not None and seed_path.is_file() else None

@@ -57,6 +57,12 @@ function fmtX(x) {
   return (x >= 100 ? x.toFixed(0) : x >= 0.1 || x === 0 ? x.toFixed(2) : x.toPrecision(2)) + "\u00d7";
 }
 
+// n significant digits, trailing zeros dropped: 0.000965, 1.5, 123 (a score of a CPU run is ~0.001)
+function fmtSig(x, n) {
+  if (!isNum(x)) return "\u2014";
+  return String(Number(x.toPrecision(n === undefined ? 3 : n)));
+}
+
 // a tick label with as many decimals as the tick step needs
 function fmtTick(v, step) {
   var digits = step > 0 ? Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) : 0;
@@ -77,6 +83,30 @@ function ticks(lo, hi, n) {
   var out = [];
   for (var t = Math.ceil(lo / step) * step; t <= hi + 1e-9 * span; t += step) out.push(+t.toFixed(10));
   return out;
+}
+
+// Round ticks of a log axis that reach past both ends of [lo, hi] (lo > 0): 1-2-5 steps over up to
+// two decades, else powers of ten (more labels than that would overlap). The first and last ticks
+// are the axis' ends, so the axis always covers the data.
+function logTicks(lo, hi) {
+  var steps = Math.log10(hi / lo) <= 2 ? [1, 2, 5] : [1], out = [];
+  for (var d = Math.floor(Math.log10(lo)) - 1; d <= Math.ceil(Math.log10(hi)) + 1; d++) {
+    steps.forEach(function (m) { out.push(Number((m * Math.pow(10, d)).toPrecision(1))); });
+  }
+  var first = out.filter(function (v) { return v <= lo; }).pop(), last = out.filter(function (v) { return v >= hi; })[0];
+  return out.filter(function (v) { return v >= first && v <= last; });
+}
+
+// The widest of `labels` drawn as an SVG text of `cls` inside `svg` (which must be in the page).
+function textWidth(svg, labels, cls) {
+  var probe = s("text", {class: cls, x: 0, y: -100}), w = 0;
+  svg.appendChild(probe);
+  labels.forEach(function (l) {
+    probe.textContent = l;
+    w = Math.max(w, probe.getComputedTextLength() || 6.5 * l.length);  // 0 when not laid out: a guess
+  });
+  svg.removeChild(probe);
+  return w;
 }
 
 // A table whose header cells sort its body when clicked (numbers by value, missing values last).

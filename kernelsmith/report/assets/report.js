@@ -56,7 +56,7 @@ function renderOverview() {
   if (cfg) {
     var ops = Object.keys(cfg.operators).filter(function (k) { return cfg.operators[k] > 0; })
       .map(function (k) { return k + " " + cfg.operators[k]; });
-    rows.push(["config iterations", cfg.iterations], ["models", cfg.models.join(", ")], ["operators", ops.join(", ")],
+    rows.push(["config iterations", cfg.iterations], ["mutator", cfg.mutator], ["operators", ops.join(", ")],
       ["in flight", cfg.max_in_flight], ["device", cfg.device], ["max cost", cfg.max_cost], ["max tokens", cfg.max_tokens],
       ["time limit", cfg.time_limit], ["early stop", cfg.early_stop]);
   }
@@ -73,7 +73,7 @@ function renderOverview() {
 // ---- best speedup so far
 function renderChart() {
   var svg = document.getElementById("chart-best");
-  var W = 760, H = 300, L = 56, R = 20, T = 16, B = 44;
+  var W = 760, H = 300, R = 20, T = 16, B = 44;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   var pts = RUN.programs.filter(function (p) { return (p.kind === "correct" || p.kind === "flagged") && isNum(p.speedup); });
   var its = RUN.programs.map(function (p) { return p.iteration; });
@@ -81,20 +81,23 @@ function renderChart() {
   // Keep 1x (as fast as eager) in view unless every speedup is far below it (a CPU run).
   var top = Math.max.apply(null, pts.map(function (p) { return p.speedup; }).concat([0]));
   var ymax = (top > 0 && top < 0.6 ? top : Math.max(top, 1)) * 1.12;
+  var yt = ticks(0, ymax, 5), ytLabels = yt.map(function (v) { return fmtTick(v, yt[1] - yt[0]); });
+  // The plot starts right of the widest tick label, and the axis title left of it: a CPU run's
+  // ticks (0.0008) are twice as wide as a GPU run's (1.5).
+  var titleX = 14, L = titleX + 8 + textWidth(svg, ytLabels, "tick") + 6;
   function X(v) { return L + (v - x0) / (x1 - x0) * (W - L - R); }
   function Y(v) { return H - B - v / ymax * (H - T - B); }
   svg.appendChild(s("line", {class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B}));
   svg.appendChild(s("line", {class: "axis", x1: L, y1: T, x2: L, y2: H - B}));
-  var yt = ticks(0, ymax, 5);
-  yt.forEach(function (v) {
+  yt.forEach(function (v, i) {
     svg.appendChild(s("line", {class: "grid", x1: L, y1: Y(v), x2: W - R, y2: Y(v)}));
-    svg.appendChild(s("text", {class: "tick", x: L - 6, y: Y(v) + 4, "text-anchor": "end"}, fmtTick(v, yt[1] - yt[0])));
+    svg.appendChild(s("text", {class: "tick", x: L - 6, y: Y(v) + 4, "text-anchor": "end"}, ytLabels[i]));
   });
   ticks(x0, x1, 8).filter(function (v) { return v === Math.round(v); }).forEach(function (v) {
     svg.appendChild(s("text", {class: "tick", x: X(v), y: H - B + 16, "text-anchor": "middle"}, String(v)));
   });
   svg.appendChild(s("text", {class: "label", x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle"}, "iteration"));
-  svg.appendChild(s("text", {class: "label", transform: "translate(14," + (H - B + T) / 2 + ") rotate(-90)", "text-anchor": "middle"},
+  svg.appendChild(s("text", {class: "label", transform: "translate(" + titleX + "," + (H - B + T) / 2 + ") rotate(-90)", "text-anchor": "middle"},
     "speedup vs eager"));
   if (ymax >= 1) svg.appendChild(s("line", {class: "ref", x1: L, y1: Y(1), x2: W - R, y2: Y(1)}, s("title", null, "1\u00d7: as fast as eager PyTorch")));
   if (!pts.length) {
@@ -158,7 +161,7 @@ function renderArchive() {
     return col.length ? col.map(function (b, j) { return A.features[j + 1] + " " + label(j + 1, b); }).join(" \u00b7 ") : "\u2014";
   });
   box.appendChild(h("p", {class: "note"}, "Cells: the elite (best program) of each descriptor bin; rows: " + A.features[0] +
-    "; " + A.migrations + " migration(s)."));
+    "; " + A.migrations + " migration(s). The number in a cell is the elite's score, what the search ranks programs by."));
   A.islands.forEach(function (isl) {
     var at = {};
     isl.cells.forEach(function (c) { at[c.cell.join(",")] = c; });
@@ -173,7 +176,7 @@ function renderArchive() {
         tr.appendChild(h("td", {class: "cell" + (c.ok ? " ok" : " miss") + (light < 60 ? " dark" : ""), "data-id": c.id,
           style: "background: hsl(" + (c.ok ? 140 : 0) + "," + (c.ok ? 55 : 0) + "%," + light.toFixed(0) + "%)",
           title: p ? programTitle(p) : "#" + c.id, onclick: function () { select(c.id); }},
-          h("div", {class: "cid"}, "#" + c.id), h("div", {class: "cscore"}, fmt(c.score, 2))));
+          h("div", {class: "cid"}, "#" + c.id), h("div", {class: "cscore"}, fmtSig(c.score, 3))));
       });
       body.appendChild(tr);
     });
@@ -264,7 +267,7 @@ function select(id) {
   var d = clear(document.getElementById("detail"));
   var rows = [["status", h("span", {class: "status k-" + p.kind}, p.status)], ["speedup vs eager", fmtX(p.speedup)],
     ["vs torch.compile", fmtX(p.speedup_vs_compile)], ["runtime", isNum(p.candidate_ms) ? fmt(p.candidate_ms, 4) + " ms" : null],
-    ["score", fmt(p.score, 3)], ["iteration", p.iteration], ["island", p.island], ["operator", p.operator], ["model", p.model],
+    ["score", fmtSig(p.score, 3)], ["iteration", p.iteration], ["island", p.island], ["operator", p.operator], ["model", p.model],
     ["parent", linkTo(p.parent_id)], ["inspirations", p.inspiration_ids.length ? p.inspiration_ids.map(linkTo) : null],
     ["flags", p.flags.join(", ") || null], ["tokens", fmtInt(p.prompt_tokens) + " + " + fmtInt(p.completion_tokens)],
     ["cost", "$" + fmt(p.cost, 5)], ["latency", isNum(p.latency_s) ? fmt(p.latency_s, 2) + " s" : null],

@@ -2,6 +2,9 @@
 "use strict";
 
 var SUITE = readData();
+// What AMSR is (kernelsmith/suite/metrics.py, as Kernel-Smith reports it).
+var AMSR_MEANS = "AMSR: the mean speedup over all tasks, a failed task or a speedup below 1\u00d7 counting as 0 " +
+  "(as Kernel-Smith reports it)";
 
 function kindOf(r) {
   if (r.status === "correct") return r.flags.length ? "flagged" : "correct";
@@ -10,16 +13,17 @@ function kindOf(r) {
 
 function renderSummary() {
   var sm = SUITE.summary;
-  document.getElementById("title").textContent = "kernelsmith bench: " + SUITE.suite;
-  document.getElementById("subtitle").textContent = "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device +
-    (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "");
+  document.getElementById("title").textContent = SUITE.title;
+  document.getElementById("subtitle").textContent = (SUITE.runs_dir ? "runs " + SUITE.runs_dir + " \u00b7 " : "") +
+    "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device + (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "");
   append(clear(document.getElementById("headline")), [
     h("div", null, h("h3", null, "Correct"), h("div", {class: "big"}, fmtPct(sm.correct_rate)),
       h("div", {class: "note"}, sm.correct + " of " + sm.tasks + " tasks (flagged ones count as failures)")),
     h("div", null, h("h3", null, "Geomean speedup"), h("div", {class: "big"}, fmtX(sm.geomean_speedup)),
       h("div", {class: "note"}, "over the correct tasks; vs torch.compile " + fmtX(sm.geomean_speedup_vs_compile))),
-    h("div", null, h("h3", null, "AMSR"), h("div", {class: "big"}, fmt(sm.amsr, 3)),
-      h("div", {class: "note"}, "vs torch.compile " + fmt(sm.amsr_vs_compile, 3)))]);
+    h("div", null, h("h3", {title: AMSR_MEANS}, "AMSR"), h("div", {class: "big"}, fmt(sm.amsr, 3)),
+      h("div", {class: "note"}, "vs torch.compile " + fmt(sm.amsr_vs_compile, 3)),
+      h("div", {class: "note", id: "amsr-means"}, AMSR_MEANS))]);
   var keys = Object.keys(sm.fast_p).sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
   var fp = h("table", {class: "data compact", id: "fast-p"}, h("thead", null, h("tr", null, h("th", null, "threshold p"),
     h("th", null, "fast_p vs eager"), h("th", null, "fast_p vs torch.compile"))), h("tbody", null, keys.map(function (k) {
@@ -30,7 +34,9 @@ function renderSummary() {
   var levels = Object.keys(SUITE.levels), box = clear(document.getElementById("levels"));
   if (!levels.length) { box.appendChild(h("p", {class: "note"}, "No KernelBench levels in this suite.")); return; }
   box.appendChild(h("table", {class: "data compact", id: "level-table"}, h("thead", null, h("tr", null,
-    ["level", "tasks", "correct", "fast_1", "AMSR", "geomean"].map(function (c) { return h("th", null, c); }))),
+    ["level", "tasks", "correct", "fast_1", "AMSR", "geomean"].map(function (c) {
+      return h("th", {title: c === "AMSR" ? AMSR_MEANS : null}, c);
+    }))),
     h("tbody", null, levels.map(function (lv) {
       var m = SUITE.levels[lv];
       return h("tr", null, h("td", null, lv), h("td", {class: "num"}, m.tasks), h("td", {class: "num"}, fmtPct(m.correct_rate)),
@@ -44,9 +50,12 @@ function renderChart() {
   var W = 820, L = 260, R = 70, T = 24, row = 18, H = T + Math.max(rows.length, 1) * row + 26;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H); svg.setAttribute("width", W); svg.setAttribute("height", H);
   var sp = rows.filter(function (r) { return isNum(r.speedup) && r.speedup > 0; }).map(function (r) { return r.speedup; });
-  var lo = Math.min.apply(null, sp.concat([0.5])) / 1.2, hi = Math.max.apply(null, sp.concat([2])) * 1.2;
+  // The axis runs from a round tick at or below the slowest task to one at or above the fastest
+  // (a CPU run's 0.0003x included), never narrower than 0.5x-2x.
+  var xt = logTicks(Math.min.apply(null, sp.concat([0.5])), Math.max.apply(null, sp.concat([2])));
+  var lo = xt[0], hi = xt[xt.length - 1];
   function X(v) { return L + (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) * (W - L - R); }
-  [0.1, 0.25, 0.5, 1, 2, 4, 10, 100].filter(function (v) { return v >= lo && v <= hi; }).forEach(function (v) {
+  xt.forEach(function (v) {
     svg.appendChild(s("line", {class: v === 1 ? "ref" : "grid", x1: X(v), y1: T - 4, x2: X(v), y2: H - 22}));
     svg.appendChild(s("text", {class: "tick", x: X(v), y: H - 8, "text-anchor": "middle"}, v + "\u00d7"));
   });
@@ -72,6 +81,35 @@ function renderChart() {
   });
 }
 
+// evolve-suite: each task's starting program against the best its search found, linked to its run report.
+function renderSearches() {
+  var table = document.getElementById("search-table");
+  if (!table) return;
+  var bench = {};
+  SUITE.rows.forEach(function (r) { bench[r.task] = r; });
+  var cols = ["task", "iterations", "stop reason", "seed", "best found", "gain", "best, evaluated afresh", "note"];
+  table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
+  SUITE.searches.forEach(function (t) {
+    var seed = t.seed, best = t.best, b = bench[t.task];
+    var seedX = seed && seed.status === "correct" && isNum(seed.speedup) ? seed.speedup : null;
+    var bestX = best && isNum(best.speedup) ? best.speedup : null;
+    var gain = seedX !== null && bestX !== null && seedX > 0 ? bestX / seedX : null;
+    var name = t.report ? h("a", {href: t.report, class: "run-link"}, t.task) : t.task;
+    table.tBodies[0].appendChild(h("tr", {"data-task": t.task}, cell(name, t.task),
+      cell(isNum(t.iterations_done) ? String(t.iterations_done) : "\u2014", t.iterations_done, {class: "num"}),
+      cell(t.stop_reason || "\u2014", t.stop_reason),
+      cell(seedX !== null ? fmtX(seedX) : seed ? seed.status : "\u2014", seedX, {class: "num seed"}),
+      cell(best ? fmtX(bestX) + " (#" + best.program_id + ", iteration " + best.iteration + ")" :
+        isNum(t.iterations_done) ? "none correct" : "\u2014", bestX,
+        {class: "num best"}),
+      cell(fmtX(gain), gain, {class: "num gain"}),
+      cell(!b ? "\u2014" : b.status !== "correct" ? b.status : fmtX(b.speedup) + (b.flags.length ? " (flagged)" : ""),
+        b ? b.speedup : null, {class: "num"}),
+      cell(t.note || "", t.note, {class: "note"})));
+  });
+  makeSortable(table);
+}
+
 function renderTable() {
   var table = document.getElementById("suite-table");
   var cols = ["task", "level", "status", "speedup", "vs compile", "roofline", "candidate ms", "reference ms", "flags", "error"];
@@ -90,5 +128,6 @@ function renderTable() {
 }
 
 renderSummary();
+renderSearches();
 renderChart();
 renderTable();
