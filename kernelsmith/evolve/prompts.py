@@ -103,7 +103,8 @@ class PromptBuilder:
             text = p.error if len(p.error) <= self.cfg.error_chars else p.error[: self.cfg.error_chars] + " [...]"
             parts.append(f"feedback from the evaluator:\n{text}")
         details = (p.eval or {}).get("flag_details") or {}
-        parts += [f"flag {k}: {v}" for k, v in details.items()]
+        # A rejection's error is its flag's detail: say it once.
+        parts += [f"flag {k}: {v}" for k, v in details.items() if v != p.error]
         return "".join("\n" + x for x in parts)
 
     def profile(self, p: Program) -> str:

@@ -286,3 +286,13 @@ def test_templates_are_read_once(tmp_path):
     assert b.render("op_repair") == "first\n"
     path.write_text("second\n")
     assert b.render("op_repair") == "first\n"
+
+
+def test_a_rejection_whose_error_is_its_flag_detail_says_it_once(builder):
+    why = "trial 1: none of the candidate's own kernels ran on the device during forward"
+    p = prog(
+        status="rejected", error=why, eval={"flags": ["no_custom_kernel"], "flag_details": {"no_custom_kernel": why}}
+    )
+    text = builder.feedback(p)
+    assert text.count(why) == 1
+    assert text == "\nfeedback from the evaluator:\n" + why
