@@ -31,7 +31,7 @@ from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
 from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
-from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
+from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
@@ -127,7 +127,7 @@ class Engine:
             if row.iteration > 0:
                 self.since_best += 1
                 self.done += 1
-            if ok and (self.best is None or row.score > self.best.score):
+            if ok and (self.best is None or rank_key(ok, row.score, row.id) < self.best.rank_key):
                 self.best = self.store.get(row.id)
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
@@ -287,7 +287,7 @@ class Engine:
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
-        improved = p.ok and (self.best is None or p.score > self.best.score)
+        improved = p.ok and (self.best is None or p.rank_key < self.best.rank_key)
         if p.iteration > 0:
             self.since_best += 1
             self.done += 1

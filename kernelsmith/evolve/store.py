@@ -276,9 +276,9 @@ class RunStore:
         return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
 
     def best(self) -> Program | None:
-        """The fastest correct, unflagged program (earliest on ties)."""
-        rows = self._query("SELECT * FROM programs WHERE status = 'correct' ORDER BY score DESC, id ASC")
-        return next((p for p in rows if p.ok), None)
+        """The fastest correct, unflagged program (earliest on ties): the first in `rank_key` order."""
+        rows = self._query("SELECT * FROM programs WHERE status = 'correct'")
+        return min((p for p in rows if p.ok), key=lambda p: p.rank_key, default=None)
 
     def close(self) -> None:
         self.db.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 
 from kernelsmith.evolve import tuner, tuner_search
-from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.program import Program, rank_key
 
 
 def hopper_or_newer(hardware: dict) -> bool:
@@ -64,7 +64,7 @@ class TuningMemory:
 
     def leader_ids(self) -> list[int]:
         """The best correct program of every family, best first."""
-        return [pid for _, pid in sorted(self.leaders.values(), reverse=True)]
+        return [pid for _, pid in sorted(self.leaders.values(), key=lambda sp: rank_key(True, *sp))]
 
     def propose(self, parent: Program, rng: random.Random) -> tuple[str, dict[str, int]] | None:
         """A new variant of the parent's launch parameters, reserved until it is recorded."""
