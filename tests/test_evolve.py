@@ -545,6 +545,51 @@ def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
     assert RunStore(tmp_path / "run", create=False).at_iteration(4).reused_from == rows[0].id
 
 
+class SlowVerdicts(CountingVerdicts):
+    """CountingVerdicts whose verdicts arrive later, from another thread (as a pool's do); the first
+    `timeouts` evaluations end in a timeout, a verdict about the machine, not the program."""
+
+    def __init__(self, timeouts: int = 0):
+        super().__init__()
+        self.timeouts = timeouts
+
+    def submit(self, task, candidate, options=None) -> Future:
+        import threading
+
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        verdict = super().submit(task, candidate, options).result()
+        if len(self.submitted) <= self.timeouts:
+            verdict = EvalResult(status=Status.timeout, correct=False, error="timed out", device="cpu")
+        fut: Future = Future()
+        threading.Timer(0.3, fut.set_result, (verdict,)).start()
+        return fut
+
+
+@pytest.mark.parametrize("timeouts", [0, 2])
+def test_a_program_in_flight_twice_is_evaluated_once(tmp_path, timeouts):
+    """Three iterations in flight at once propose one program: the first evaluates it, the others
+    wait for it to be stored and take its verdict. A timeout is no verdict about the program: the
+    next copy is then evaluated itself (and no other at the same time)."""
+    backend = SlowVerdicts(timeouts)
+    with ScriptedServer([], default=fenced(FAST)) as server:
+        cfg = config(server.url, tmp_path, iterations=3, max_in_flight=3)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", backend, LLMClient(cfg.llm), SEED.read_text())
+        asyncio.run(engine.run())
+    engine.store.close()
+    rows = RunStore(tmp_path / "run", create=False).all()[1:]
+    if timeouts == 0:
+        assert backend.submitted == [SEED.read_text(), FAST]
+        evaluated = [p for p in rows if p.reused_from is None]
+        assert len(evaluated) == 1 and all(p.reused_from == evaluated[0].id for p in rows if p is not evaluated[0])
+        assert {(p.status, p.speedup) for p in rows} == {("correct", 16.0)}
+    else:  # the seed and the first copy time out; the second copy is evaluated, the third takes its verdict
+        assert backend.submitted == [SEED.read_text(), FAST, FAST]
+        assert sorted(p.status for p in rows) == ["correct", "correct", "timeout"]
+        second = next(p for p in rows if p.status == "correct" and p.reused_from is None)
+        assert [p.reused_from for p in rows if p.status == "correct" and p is not second] == [second.id]
+
+
 class VerdictFromLaunch(VerdictFromBlockSize):
     """Speedup from the block size and the warps a launch writes (Triton's default 4 when absent)."""
 

@@ -8,7 +8,9 @@ not yet stored are run, so every iteration exists exactly once whatever was kill
 A child whose code is that of a program already stored in the run (up to formatting, comments and
 docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
 that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
-as an iteration.
+as an iteration. A child whose code is being evaluated in another iteration at that moment waits
+for that program to be stored and takes its verdict the same way; only a verdict about the
+program is taken (not a timeout, not a lost worker): otherwise the child is evaluated itself.
 """
 
 from __future__ import annotations
@@ -89,7 +91,9 @@ class Engine:
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
-        self.evaluated: dict[str, int] = {}  # normalised source hash -> id of the first program stored with it
+        self.evaluated: dict[str, list[int]] = {}  # normalised source hash -> ids of the programs stored with it
+        # normalised source hash -> (the iteration evaluating it now, done when that one is stored or failed)
+        self.evaluating: dict[str, tuple[int, asyncio.Future[None]]] = {}
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -132,7 +136,7 @@ class Engine:
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
         for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.evaluated.setdefault(program_hash(code), pid)
+            self.evaluated.setdefault(program_hash(code), []).append(pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -155,19 +159,39 @@ class Engine:
         ops = [(o, x) for o, x in ops if x > 0] or [("rewrite", 1.0)]
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
+    def _stored_verdict(self, key: str) -> tuple[int, EvalResult] | None:
+        """The verdict of the oldest stored program with this code that may be reused: one about
+        the program (the service's cache rule: not a timeout, not a lost worker)."""
+        for pid in self.evaluated.get(key, []):
+            record = self.store.get(pid).eval
+            verdict = EvalResult.model_validate(record) if record is not None else None
+            if verdict is not None and verdict.about_the_candidate:
+                return pid, verdict
+        return None
+
+    def _release(self, iteration: int) -> None:
+        """The iteration is stored, or failed: programs waiting for its verdict go on."""
+        for key, (owner, done) in list(self.evaluating.items()):
+            if owner == iteration:
+                del self.evaluating[key]
+                done.set_result(None)
+
     async def _evaluate(self, program: Program) -> Program:
         code = program.code
         if code is None:
             raise ValueError("only a program with code is evaluated")
-        twin = self.evaluated.get(program_hash(code))
-        twin_eval = self.store.get(twin).eval if twin is not None else None
-        reused = EvalResult.model_validate(twin_eval) if twin_eval is not None else None
-        # The same program again: a second timing would only add noise. Only a verdict about the
-        # program is reused (the service's cache rule: not a timeout, not a lost worker).
-        if reused is not None and reused.about_the_candidate:
-            program.with_verdict(reused)
+        key = program_hash(code)
+        # The same program again: a second timing would only add noise, and would give one program
+        # two speedups. When it is being evaluated now, wait until that program is stored.
+        while (evaluating := self.evaluating.get(key)) is not None:
+            await asyncio.shield(evaluating[1])  # shielded: a cancelled waiter does not cancel it
+        stored = self._stored_verdict(key)
+        if stored is not None:
+            twin, verdict = stored
+            program.with_verdict(verdict)
             program.eval = {**(program.eval or {}), REUSED_FROM: twin}
         else:
+            self.evaluating[key] = (program.iteration, asyncio.get_running_loop().create_future())
             try:
                 result = await asyncio.wrap_future(self.backend.submit(self.task, code))
             except TaskError as exc:
@@ -271,19 +295,22 @@ class Engine:
     async def _iteration(self, iteration: int) -> Program:
         rng = random.Random(f"{self.cfg.random_seed}:{iteration}")
         island = 0 if iteration == 0 else (iteration - 1) % self.cfg.archive.islands
-        if iteration == 0 and self.seed_code is not None:
-            program = await self._evaluate(
-                Program(iteration=0, island=0, operator="seed", code=self.seed_code, status=NO_PROGRAM)
-            )
-        else:
-            program = await self._propose(iteration, island, rng)
-        return self._record(program)
+        try:
+            if iteration == 0 and self.seed_code is not None:
+                program = await self._evaluate(
+                    Program(iteration=0, island=0, operator="seed", code=self.seed_code, status=NO_PROGRAM)
+                )
+            else:
+                program = await self._propose(iteration, island, rng)
+            return self._record(program)
+        finally:
+            self._release(iteration)
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
         self.counts[shown_status(p.status, p.flags)] += 1
         if p.code is not None and p.id is not None:
-            self.evaluated.setdefault(program_hash(p.code), p.id)
+            self.evaluated.setdefault(program_hash(p.code), []).append(p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
