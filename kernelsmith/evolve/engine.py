@@ -8,9 +8,8 @@ not yet stored are run, so every iteration exists exactly once whatever was kill
 A child whose code is that of a program already stored in the run (up to formatting, comments and
 docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
 that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
-as an iteration. A child whose code is being evaluated in another iteration at that moment waits
-for that program to be stored and takes its verdict the same way; only a verdict about the
-program is taken (not a timeout, not a lost worker): otherwise the child is evaluated itself.
+as an iteration; so does one whose code another iteration is evaluating at that moment, once that
+program is stored (evolve/reuse.py).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from pathlib import Path
 
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
-from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
@@ -35,6 +33,7 @@ from kernelsmith.evolve.outputs import write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
+from kernelsmith.evolve.reuse import VerdictReuse
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
 from kernelsmith.identity import program_hash
@@ -91,9 +90,7 @@ class Engine:
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
-        self.evaluated: dict[str, list[int]] = {}  # normalised source hash -> ids of the programs stored with it
-        # normalised source hash -> (the iteration evaluating it now, done when that one is stored or failed)
-        self.evaluating: dict[str, tuple[int, asyncio.Future[None]]] = {}
+        self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -136,7 +133,7 @@ class Engine:
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
         for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.evaluated.setdefault(program_hash(code), []).append(pid)
+            self.reuse.add(code, pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -159,39 +156,17 @@ class Engine:
         ops = [(o, x) for o, x in ops if x > 0] or [("rewrite", 1.0)]
         return rng.choices([o for o, _ in ops], weights=[x for _, x in ops])[0]
 
-    def _stored_verdict(self, key: str) -> tuple[int, EvalResult] | None:
-        """The verdict of the oldest stored program with this code that may be reused: one about
-        the program (the service's cache rule: not a timeout, not a lost worker)."""
-        for pid in self.evaluated.get(key, []):
-            record = self.store.get(pid).eval
-            verdict = EvalResult.model_validate(record) if record is not None else None
-            if verdict is not None and verdict.about_the_candidate:
-                return pid, verdict
-        return None
-
-    def _release(self, iteration: int) -> None:
-        """The iteration is stored, or failed: programs waiting for its verdict go on."""
-        for key, (owner, done) in list(self.evaluating.items()):
-            if owner == iteration:
-                del self.evaluating[key]
-                done.set_result(None)
-
     async def _evaluate(self, program: Program) -> Program:
         code = program.code
         if code is None:
             raise ValueError("only a program with code is evaluated")
-        key = program_hash(code)
-        # The same program again: a second timing would only add noise, and would give one program
-        # two speedups. When it is being evaluated now, wait until that program is stored.
-        while (evaluating := self.evaluating.get(key)) is not None:
-            await asyncio.shield(evaluating[1])  # shielded: a cancelled waiter does not cancel it
-        stored = self._stored_verdict(key)
-        if stored is not None:
-            twin, verdict = stored
+        # The same program again: a second timing would only add noise, and give it two speedups.
+        reused = await self.reuse.verdict(code, program.iteration)
+        if reused is not None:
+            twin, verdict = reused
             program.with_verdict(verdict)
             program.eval = {**(program.eval or {}), REUSED_FROM: twin}
         else:
-            self.evaluating[key] = (program.iteration, asyncio.get_running_loop().create_future())
             try:
                 result = await asyncio.wrap_future(self.backend.submit(self.task, code))
             except TaskError as exc:
@@ -304,13 +279,13 @@ class Engine:
                 program = await self._propose(iteration, island, rng)
             return self._record(program)
         finally:
-            self._release(iteration)
+            self.reuse.release(iteration)
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
         self.counts[shown_status(p.status, p.flags)] += 1
         if p.code is not None and p.id is not None:
-            self.evaluated.setdefault(program_hash(p.code), []).append(p.id)
+            self.reuse.add(p.code, p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
