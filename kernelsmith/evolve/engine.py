@@ -34,6 +34,7 @@ from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.reuse import VerdictReuse
+from kernelsmith.evolve.start import StartFiles, tuner_start_failure, use_seed
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
 from kernelsmith.identity import program_hash
@@ -85,6 +86,7 @@ class Engine:
         self.in_flight = max(cfg.max_in_flight, int(getattr(backend, "workers", 1) or 1))
         self.on_program = on_program or (lambda event: None)
         self.on_resume = on_resume or (lambda resumed: None)
+        self.start_files = StartFiles(Path(run_dir))  # before the store exists
         self.store = RunStore(run_dir)
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
@@ -316,6 +318,16 @@ class Engine:
 
     async def run(self) -> dict:
         self._claim_run_dir()
+        try:
+            return await self._run()
+        except Exception:
+            # A run that failed before its first iteration leaves no run directory for `runs` to list.
+            self.start_files.discard(self.store)
+            raise
+
+    async def _run(self) -> dict:
+        if self.seed_code is not None:
+            use_seed(self.store, self.seed_code)  # a failed start is fixed by fixing the seed file
         self._rebuild()
         stored = self.store.iterations()
         if stored:
@@ -338,9 +350,7 @@ class Engine:
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
-                start = self.store.at_iteration(0)
-                why = f"{start.status}: {(start.error or '').splitlines()[0][:200]}" if start else "missing"
-                raise UserError(f"the tuner alone needs a correct starting program; it is {why}")
+                raise UserError(tuner_start_failure(self.store.at_iteration(0)))
             await self._loop(todo)
             await self.profiler.drain()
         finally:

@@ -184,6 +184,10 @@ class RunStore:
         program.id = cur.lastrowid
         return program
 
+    def remove_start(self) -> None:
+        """Delete iteration 0: a start replaced before any iteration after it was stored (evolve/start.py)."""
+        self.db.execute("DELETE FROM programs WHERE iteration = 0")
+
     def set_counters(self, program_id: int, counters: dict) -> None:
         """Add the counters stage's report to a stored program's verdict record (eval.counters)."""
         row = self.db.execute("SELECT eval FROM programs WHERE id = ?", (program_id,)).fetchone()
