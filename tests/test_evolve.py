@@ -733,3 +733,21 @@ def test_resuming_with_another_seed_is_refused_once_iterations_are_stored(tmp_pa
     store.close()
     # the same seed, otherwise formatted, resumes it
     assert tuner_run(tmp_path, "# the same seed\n" + SEED.read_text(), iterations=3)["iterations_done"] == 3
+
+
+def test_elapsed_time_adds_up_over_sessions(tmp_path):
+    """A resume, one with nothing left to run included, adds its time to the earlier sessions'."""
+    first = tuner_run(tmp_path, SEED.read_text())
+    store = RunStore(tmp_path / "run", create=False)
+    assert store.get_meta("elapsed_s") == first["elapsed_s"]
+    store.set_meta("elapsed_s", 100.0)  # as if the first session had taken 100 s
+    store.close()
+    again = tuner_run(tmp_path, SEED.read_text())  # nothing left to run
+    assert again["iterations_done"] == 2 and 100.0 <= again["elapsed_s"] < 110.0
+    # a run stored before the store kept the time: its summary.json's
+    store = RunStore(tmp_path / "run", create=False)
+    store.db.execute("DELETE FROM meta WHERE key = 'elapsed_s'")
+    store.close()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(summary | {"elapsed_s": 42.0}))
+    assert 42.0 <= tuner_run(tmp_path, SEED.read_text(), iterations=3)["elapsed_s"] < 52.0

@@ -29,7 +29,7 @@ from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
-from kernelsmith.evolve.outputs import write_best, write_summary
+from kernelsmith.evolve.outputs import previous_elapsed, write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
@@ -99,6 +99,7 @@ class Engine:
         self.done = 0  # iterations 1..N stored
         self.counts: Counter[str] = Counter()  # programs stored per shown_status
         self.started = time.monotonic()
+        self.elapsed_before = 0.0  # seconds of earlier sessions of a resumed run
         self.hardware: dict = {}
         self.profiler = IslandBestProfiler(cfg.profile, cfg.evaluation.device, backend, task, self.store, self.started)
 
@@ -285,6 +286,7 @@ class Engine:
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
+        self.store.set_meta("elapsed_s", round(self.elapsed(), 2))  # a killed session's time is kept too
         self.counts[shown_status(p.status, p.flags)] += 1
         if p.code is not None and p.id is not None:
             self.reuse.add(p.code, p.id)
@@ -325,9 +327,14 @@ class Engine:
             self.start_files.discard(self.store)
             raise
 
+    def elapsed(self) -> float:
+        """Seconds the search has run, over every session of it (a resume adds its own)."""
+        return self.elapsed_before + time.monotonic() - self.started
+
     async def _run(self) -> dict:
         if self.seed_code is not None:
             use_seed(self.store, self.seed_code)  # a failed start is fixed by fixing the seed file
+        self.elapsed_before = previous_elapsed(self.store)
         self._rebuild()
         stored = self.store.iterations()
         if stored:
@@ -364,7 +371,7 @@ class Engine:
             self.cfg,
             self.hardware,
             self.stop_reason,
-            time.monotonic() - self.started,
+            self.elapsed(),
             profiling=self.profiler.stats(),
             tuner=self.tuning.stats(),
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,9 +89,8 @@ def _outputs_on_interrupt(
         if engine.store.get_meta("task_hash") != task.hash:
             return  # stopped before the run directory was claimed: it may hold another task's run
         hardware = engine.hardware or engine.store.get_meta("hardware") or {}
-        elapsed = time.monotonic() - engine.started
         stats = engine.tuning.stats()
-        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted", elapsed, tuner=stats)
+        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted", engine.elapsed(), tuner=stats)
         report = write_report(engine.run_dir) if write_report else None
     except (OSError, UserError, sqlite3.DatabaseError) as exc:  # the interrupt, not this, is what the user sees
         say(f"interrupted; could not write the run's summary and report: {exc}")
