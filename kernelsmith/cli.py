@@ -14,7 +14,7 @@ from kernelsmith.cli_errors import check_paths, fail, print_error
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
-from kernelsmith.progress import LiveProgress
+from kernelsmith.progress import LiveProgress, counted
 
 # -h as well as --help; every subcommand inherits it from this context.
 app = typer.Typer(
@@ -97,7 +97,12 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
     table.add_row(
         "kernels",
-        kernels + (f"  ({result.kernel_launches} launches in trials)" if result.kernel_launches is not None else ""),
+        kernels
+        + (
+            f"  ({counted(result.kernel_launches, 'launch', 'launches')} in trials)"
+            if result.kernel_launches is not None
+            else ""
+        ),
     )
     timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
     if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
@@ -119,7 +124,10 @@ def print_result(result, task_name: str, candidate_name: str) -> None:
             rows = [
                 f"{short_name(k.name, 60)} x{k.launches}: {k.bottleneck()}\n  {counters_text(k)}" for k in rep.kernels
             ]
-            table.add_row("counters", "\n".join(rows) + f"\n({rep.launches} launches profiled in {rep.seconds:.1f} s)")
+            table.add_row(
+                "counters",
+                "\n".join(rows) + f"\n({counted(rep.launches, 'launch', 'launches')} profiled in {rep.seconds:.1f} s)",
+            )
         else:
             table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
     if result.floor_ms and result.candidate_ms:

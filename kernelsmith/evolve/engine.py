@@ -39,6 +39,7 @@ from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
+from kernelsmith.progress import counted
 from kernelsmith.task import Task
 
 
@@ -315,7 +316,7 @@ class Engine:
         if c.time_limit is not None and time.monotonic() - self.started >= c.time_limit:
             return f"time limit reached ({c.time_limit:g} s)"
         if c.early_stop is not None and self.since_best >= c.early_stop:
-            return f"no improvement in {self.since_best} iterations"
+            return f"no improvement in {counted(self.since_best, 'iteration')}"
         return None
 
     async def run(self) -> dict:

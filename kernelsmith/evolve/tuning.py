@@ -17,6 +17,7 @@ import random
 
 from kernelsmith.evolve import tuner, tuner_search
 from kernelsmith.evolve.program import Program, rank_key
+from kernelsmith.progress import counted
 
 
 def hopper_or_newer(hardware: dict) -> bool:
@@ -96,7 +97,7 @@ class TuningMemory:
         measured = self.stats()["configurations_measured"]
         return (
             f"the tuner has nothing left to try: every launch configuration within reach of {families} "
-            f"is measured ({measured} configurations measured)"
+            f"is measured ({counted(measured, 'configuration')} measured)"
         )
 
     def stats(self) -> dict:

@@ -16,6 +16,7 @@ from kernelsmith.cli_errors import user_errors
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
+from kernelsmith.progress import counted
 
 train_app = typer.Typer(
     add_completion=False,
@@ -31,7 +32,7 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 def _print_summary(kind: str, summary: dict) -> None:
     line = (
-        f"{kind}: {summary['steps']} steps, final loss {_fmt(summary['final_loss'])}, "
+        f"{kind}: {counted(summary['steps'], 'step')}, final loss {_fmt(summary['final_loss'])}, "
         f"{_fmt(summary['tokens_per_s'])} tokens/s"
     )
     if summary.get("rewards"):
