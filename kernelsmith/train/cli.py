@@ -124,11 +124,12 @@ def grpo_command(
 
         from kernelsmith.evaluate.backends import backend_from_flags, open_backend
         from kernelsmith.evaluate.options import EvalOptions
-        from kernelsmith.train.common import model_dir
+        from kernelsmith.train.common import model_dir, require_train_extra
         from kernelsmith.train.grpo import accumulation_steps, train_grpo
         from kernelsmith.train.reward import SpeedupReward
 
         # what can fail in a second fails before the evaluation pool starts
+        require_train_extra()
         model_dir(model)
         if not data.is_file():
             raise UserError(f"--data {data}: no such data file")
