@@ -8,6 +8,7 @@ from rich.table import Table
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.progress import counted
 
 
 def verdict_record(result: EvalResult) -> str:
@@ -73,7 +74,12 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
     table.add_row(
         "kernels",
-        kernels + (f"  ({result.kernel_launches} launches in trials)" if result.kernel_launches is not None else ""),
+        kernels
+        + (
+            f"  ({counted(result.kernel_launches, 'launch', 'launches')} in trials)"
+            if result.kernel_launches is not None
+            else ""
+        ),
     )
     timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
     if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
@@ -95,7 +101,10 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
             rows = [
                 f"{short_name(k.name, 60)} x{k.launches}: {k.bottleneck()}\n  {counters_text(k)}" for k in rep.kernels
             ]
-            table.add_row("counters", "\n".join(rows) + f"\n({rep.launches} launches profiled in {rep.seconds:.1f} s)")
+            table.add_row(
+                "counters",
+                "\n".join(rows) + f"\n({counted(rep.launches, 'launch', 'launches')} profiled in {rep.seconds:.1f} s)",
+            )
         else:
             table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
     elif profiled:

@@ -27,6 +27,11 @@ STATUS_STYLE = {
 }
 
 
+def counted(n: int, noun: str, nouns: str | None = None) -> str:
+    """ "1 iteration", "3 iterations": a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 class LiveProgress:
     def __init__(self, console: Console, what: str, total: int):
         self.console = console

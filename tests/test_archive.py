@@ -140,3 +140,54 @@ def test_no_migration_when_disabled_or_single_island():
     for pid in range(1, 20):
         add(b, pid, 1.0, island=0)
     assert b.islands[1].members == set()
+
+
+def test_a_correct_program_holds_its_cell_over_any_failure_whatever_its_speedup():
+    """A correct kernel at 0.01x scores below an incorrect one (0.02) and a flagged one (0.05);
+    it still holds the cell, whichever came first, so exploration and the report see it."""
+    from kernelsmith.evolve.program import FAILURE_SCORES, FLAGGED_SCORE
+
+    for order in ([1, 2, 3], [3, 2, 1], [2, 3, 1]):
+        a = Archive(cfg(exploit_ratio=0.0))
+        for pid in order:
+            score, ok = {1: (FAILURE_SCORES["incorrect"], False), 2: (FLAGGED_SCORE, False), 3: (0.01, True)}[pid]
+            add(a, pid, score, ok=ok)
+        (elite,) = a.cells(0).values()
+        assert (elite.id, elite.ok) == (3, True), order
+        assert {a.select(0, random.Random(i)).parent_id for i in range(50)} == {3}  # explore reaches it
+        assert a.best_ids(5) == [3]
+    # among failures the nearest miss holds the cell (a flagged program before an incorrect one)
+    a = Archive(cfg())
+    add(a, 1, FAILURE_SCORES["incorrect"], ok=False)
+    add(a, 2, FLAGGED_SCORE, ok=False)
+    assert [e.id for e in a.cells(0).values()] == [2]
+
+
+def test_every_best_of_ranks_in_one_order(tmp_path):
+    """The store's best, the report's best and the tuner's family leaders rank as the archive does:
+    a success first, then the higher score, then the older."""
+    from kernelsmith.evolve.program import Program, rank_key
+    from kernelsmith.evolve.store import RunStore
+    from kernelsmith.evolve.tuning import TuningMemory
+    from kernelsmith.report.run_data import best_of
+
+    assert sorted([rank_key(False, 0.05, 1), rank_key(True, 0.01, 3), rank_key(True, 0.01, 2)]) == [
+        rank_key(True, 0.01, 2),
+        rank_key(True, 0.01, 3),
+        rank_key(False, 0.05, 1),
+    ]
+    store = RunStore(tmp_path)
+    for p in [
+        Program(0, 0, "seed", "a", "correct", flags=["torch_compute_op"], score=0.05),
+        Program(1, 0, "rewrite", "b", "incorrect", score=0.02),
+        Program(2, 0, "rewrite", "c", "correct", speedup=0.01, score=0.01),
+        Program(3, 0, "rewrite", "d", "correct", speedup=0.01, score=0.01),
+    ]:
+        store.add(p)
+    assert store.best().iteration == 2 and best_of(store.all()).iteration == 2
+    store.close()
+    tuning = TuningMemory()
+    tuning.record("family-a", {"BLOCK": 64}, 1.5, 7, True)
+    tuning.record("family-b", {"BLOCK": 64}, 1.5, 4, True)  # as fast, and older: ranks first
+    tuning.record("family-c", {"BLOCK": 64}, 2.0, 9, True)
+    assert tuning.leader_ids() == [9, 4, 7]

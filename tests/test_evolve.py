@@ -226,6 +226,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
         port = s.getsockname()[1]
     p = ks(*evolve_args(f"http://127.0.0.1:{port}/v1", tmp_path / "run", "--iterations", "2"), timeout=120)
     one_line_error(p, "cannot reach", f"127.0.0.1:{port}")
+    assert not (tmp_path / "run").exists()  # a run that never started leaves no run directory
 
 
 def test_bad_key_is_one_line(tmp_path):
@@ -551,6 +552,51 @@ def test_a_program_already_evaluated_is_not_evaluated_again(tmp_path):
     assert RunStore(tmp_path / "run", create=False).at_iteration(4).reused_from == rows[0].id
 
 
+class SlowVerdicts(CountingVerdicts):
+    """CountingVerdicts whose verdicts arrive later, from another thread (as a pool's do); the first
+    `timeouts` evaluations end in a timeout, a verdict about the machine, not the program."""
+
+    def __init__(self, timeouts: int = 0):
+        super().__init__()
+        self.timeouts = timeouts
+
+    def submit(self, task, candidate, options=None) -> Future:
+        import threading
+
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        verdict = super().submit(task, candidate, options).result()
+        if len(self.submitted) <= self.timeouts:
+            verdict = EvalResult(status=Status.timeout, correct=False, error="timed out", device="cpu")
+        fut: Future = Future()
+        threading.Timer(0.3, fut.set_result, (verdict,)).start()
+        return fut
+
+
+@pytest.mark.parametrize("timeouts", [0, 2])
+def test_a_program_in_flight_twice_is_evaluated_once(tmp_path, timeouts):
+    """Three iterations in flight at once propose one program: the first evaluates it, the others
+    wait for it to be stored and take its verdict. A timeout is no verdict about the program: the
+    next copy is then evaluated itself (and no other at the same time)."""
+    backend = SlowVerdicts(timeouts)
+    with ScriptedServer([], default=fenced(FAST)) as server:
+        cfg = config(server.url, tmp_path, iterations=3, max_in_flight=3)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", backend, LLMClient(cfg.llm), SEED.read_text())
+        asyncio.run(engine.run())
+    engine.store.close()
+    rows = RunStore(tmp_path / "run", create=False).all()[1:]
+    if timeouts == 0:
+        assert backend.submitted == [SEED.read_text(), FAST]
+        evaluated = [p for p in rows if p.reused_from is None]
+        assert len(evaluated) == 1 and all(p.reused_from == evaluated[0].id for p in rows if p is not evaluated[0])
+        assert {(p.status, p.speedup) for p in rows} == {("correct", 16.0)}
+    else:  # the seed and the first copy time out; the second copy is evaluated, the third takes its verdict
+        assert backend.submitted == [SEED.read_text(), FAST, FAST]
+        assert sorted(p.status for p in rows) == ["correct", "correct", "timeout"]
+        second = next(p for p in rows if p.status == "correct" and p.reused_from is None)
+        assert [p.reused_from for p in rows if p.status == "correct" and p is not second] == [second.id]
+
+
 class VerdictFromLaunch(VerdictFromBlockSize):
     """Speedup from the block size and the warps a launch writes (Triton's default 4 when absent)."""
 
@@ -605,3 +651,109 @@ def test_the_tuner_stops_only_when_every_configuration_is_measured(tmp_path):
     best = summary["best"]
     assert best["speedup"] == pytest.approx(16384 / 256)  # BLOCK 16384 with num_warps=8 written
     assert "num_warps=8" in RunStore(tmp_path / "run", create=False).get(best["program_id"]).code
+
+
+BROKEN_SEED = SEED.read_text().replace("tl.store(", "tl.stor(")
+INTERPRETER_TRACEBACK = """Traceback (most recent call last):
+  File "candidate.py", line 21, in relu_mul_add_kernel
+    tl.stor(out_ptr + offs, out, mask=mask)
+    ^^^^^^^
+AttributeError: module 'triton.language' has no attribute 'stor'
+The above exception was the direct cause of the following exception:
+Traceback (most recent call last):
+  File "candidate.py", line 35, in forward
+    relu_mul_add_kernel[grid](x, y, out, n, BLOCK=BLOCK)
+  File "/venv/lib/python3.11/site-packages/triton/runtime/interpreter.py", line 1515, in __call__
+    raise InterpreterError(repr(e)) from e
+triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language' has no attribute 'stor'")"""
+
+
+class BrokenSeedVerdicts(VerdictFromLaunch):
+    """VerdictFromLaunch, but a program calling `tl.stor` fails as the Triton interpreter fails it."""
+
+    def submit(self, task, candidate, options=None) -> Future:
+        from kernelsmith.evaluate.result import EvalResult, Status
+
+        if "tl.stor(" not in candidate:
+            return super().submit(task, candidate, options)
+        fut: Future = Future()
+        fut.set_result(
+            EvalResult(status=Status.runtime_error, correct=False, error=INTERPRETER_TRACEBACK, device="cpu")
+        )
+        return fut
+
+
+def tuner_run(tmp_path: Path, seed: str, iterations: int = 2, mutator: dict | None = None) -> dict:
+    cfg = load_config(
+        None,
+        {
+            "iterations": iterations,
+            "max_in_flight": 1,
+            "operators": mutator or {"rewrite": 0, "tune": 1},
+            "archive": {"islands": 1, "migration_interval": 0},
+            "evaluation": {"device": "cpu"},
+        },
+    )
+    engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", BrokenSeedVerdicts(), None, seed)
+    try:
+        return asyncio.run(engine.run())
+    finally:
+        engine.store.close()
+
+
+def test_a_failed_start_is_fixed_by_fixing_the_seed(tmp_path):
+    from kernelsmith.errors import UserError
+
+    with pytest.raises(UserError) as failed:
+        tuner_run(tmp_path, BROKEN_SEED)
+    assert str(failed.value) == (
+        "the tuner alone needs a correct starting program, and the seed (program #1) raises an error when run: "
+        "InterpreterError: AttributeError(\"module 'triton.language' has no attribute 'stor'\"); "
+        "fix the seed file and run the same command again"
+    )
+    assert not (tmp_path / "run").exists()  # nothing for `runs` to list
+    # A run directory that holds only a failed start (no iteration was asked for, or an older
+    # version kept it) starts again from a seed that differs from it.
+    assert tuner_run(tmp_path, BROKEN_SEED, iterations=0)["start"]["status"] == "runtime_error"
+    summary = tuner_run(tmp_path, SEED.read_text())
+    assert summary["start"]["status"] == "correct" and summary["iterations_done"] == 2
+    store = RunStore(tmp_path / "run", create=False)
+    assert store.at_iteration(0).code == SEED.read_text() and store.count() == 3
+    store.close()
+
+
+def test_resuming_with_another_seed_is_refused_once_iterations_are_stored(tmp_path):
+    from kernelsmith.errors import UserError
+
+    tuner_run(tmp_path, SEED.read_text())
+    other = SEED.read_text().replace("BLOCK = 256", "BLOCK = 512")
+    with pytest.raises(UserError) as refused:
+        tuner_run(tmp_path, other, iterations=3)
+    assert str(refused.value) == (
+        f"{tmp_path / 'run'} started from the seed (program #1) and holds 2 iterations after it; this --seed is "
+        "another program: resume the run with the same --seed or none, or choose another --run-dir to start from "
+        "this seed"
+    )
+    store = RunStore(tmp_path / "run", create=False)
+    assert store.count() == 3  # the run is left as it was
+    store.close()
+    # the same seed, otherwise formatted, resumes it
+    assert tuner_run(tmp_path, "# the same seed\n" + SEED.read_text(), iterations=3)["iterations_done"] == 3
+
+
+def test_elapsed_time_adds_up_over_sessions(tmp_path):
+    """A resume, one with nothing left to run included, adds its time to the earlier sessions'."""
+    first = tuner_run(tmp_path, SEED.read_text())
+    store = RunStore(tmp_path / "run", create=False)
+    assert store.get_meta("elapsed_s") == first["elapsed_s"]
+    store.set_meta("elapsed_s", 100.0)  # as if the first session had taken 100 s
+    store.close()
+    again = tuner_run(tmp_path, SEED.read_text())  # nothing left to run
+    assert again["iterations_done"] == 2 and 100.0 <= again["elapsed_s"] < 110.0
+    # a run stored before the store kept the time: its summary.json's
+    store = RunStore(tmp_path / "run", create=False)
+    store.db.execute("DELETE FROM meta WHERE key = 'elapsed_s'")
+    store.close()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(summary | {"elapsed_s": 42.0}))
+    assert 42.0 <= tuner_run(tmp_path, SEED.read_text(), iterations=3)["elapsed_s"] < 52.0

@@ -104,3 +104,49 @@ def test_a_resumed_run_shows_its_stored_progress(cpu_pool, tmp_path):
         assert f"{done}/{iterations}" in text and f"correct {correct}" in text, text
         assert f"best so far: {best.speedup:.3g}x" in text, text
         assert any(line.startswith("resuming: 2/") and "3 correct programs" in line for line in lines), lines
+
+
+def test_progress_words_keep_flags_and_count_in_the_right_number():
+    """A flagged program's flags show (rich read "[no_custom_kernel]" as a markup tag: "rejected ; best"),
+    and counts of one are singular ("1 iteration", not "1 iterations")."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelsmith.evolve.engine import Event, Resumed
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.run import progress_line, resume_line
+    from kernelsmith.evolve.tuning import TuningMemory
+    from kernelsmith.progress import counted
+
+    def shown(markup: str) -> str:
+        console = Console(file=StringIO(), width=300)
+        console.print(markup, highlight=False, soft_wrap=True)
+        return console.file.getvalue().strip()
+
+    best = Program(0, 0, "seed", "x", "correct", speedup=1.0, id=1)
+    flagged = Program(1, 0, "tune", "y", "rejected", parent_id=1, flags=["no_custom_kernel"], id=2)
+    line = shown(progress_line(Event(flagged, best, False, 1, 1)))
+    assert line == "[  1/1] #2 iteration 1 island 0 tune of #1: rejected [no_custom_kernel]; best 1x (#1)"
+    assert shown(resume_line(Resumed(best, 1, 1, {"correct": 1}))) == (
+        "resuming: 1/1 iteration stored, 1 correct program; best 1x (#1)"
+    )
+    assert [counted(n, "launch", "launches") for n in (0, 1, 2)] == ["0 launches", "1 launch", "2 launches"]
+    tuning = TuningMemory()
+    tuning.record("family", {"BLOCK": 64}, 1.0, 1, True)
+    tuning.space["family"] = {}
+    assert tuning.exhausted().endswith("of the program family it tuned is measured (1 configuration measured)")
+
+
+def test_eval_table_counts_one_launch(monkeypatch):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelsmith import cli
+    from kernelsmith.evaluate.result import EvalResult, Status
+
+    monkeypatch.setattr(cli, "console", Console(file=StringIO(), width=200))
+    result = EvalResult(status=Status.correct, correct=True, device="cpu", triton_kernels=["k"], kernel_launches=1)
+    cli.print_result(result, "task", "candidate")
+    assert "k  (1 launch in trials)" in cli.console.file.getvalue()

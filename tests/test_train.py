@@ -384,6 +384,36 @@ def test_cli_missing_model_is_one_error_line(tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_cli_empty_model_folder_says_so(tmp_path):
+    empty = tmp_path / "model"
+    empty.mkdir()
+    p = run_train_cli("sft", "--model", str(empty), "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"error: --model {empty}: the folder is empty; a local model folder holds config.json, the weights "
+        "(*.safetensors or *.bin) and the tokenizer's files"
+    ]
+
+
+def test_a_model_folder_without_its_parts_is_named(tmp_path):
+    from kernelsmith.train.common import load_local, model_dir
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "README.md").write_text("weights to come\n")
+    with pytest.raises(UserError, match=r"no config\.json in it; a local model folder holds config\.json"):
+        model_dir(folder)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    with pytest.raises(UserError, match="no weights in it"):
+        model_dir(folder)
+    (folder / "model.safetensors").write_bytes(b"")
+    with pytest.raises(UserError) as no_tokenizer:
+        load_local(model_dir(folder), bf16=False)
+    message = str(no_tokenizer.value)
+    assert message.startswith(f"--model {folder}: its tokenizer does not load: ") and "\n" not in message
+    assert not message.rstrip().endswith("from one of:")
+
+
 def test_cli_import_leaves_the_training_stack_unloaded():
     code = (
         "import sys, kernelsmith.train.cli; "

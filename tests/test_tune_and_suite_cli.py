@@ -80,6 +80,21 @@ def test_tuner_alone_without_a_seed_is_one_line(tmp_path):
     assert p.stderr.strip().splitlines() == ["error: the tuner alone needs a starting program: give --seed"]
 
 
+def test_tuner_with_a_broken_seed_says_why_and_leaves_no_run(tmp_path):
+    seed = tmp_path / "seed.py"
+    seed.write_text(case_path("elementwise_small_blocks").read_text().replace("tl.store(", "tl.stor("))
+    args = ["evolve", case_path("elementwise_task"), "--seed", seed, "--mutator", "tune", "--iterations", "1"]
+    p = ks(*args, "--device", "cpu", "--run-dir", tmp_path / "runs" / "r", "--quiet", timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "error: the tuner alone needs a correct starting program, and the seed (program #1) raises an error when "
+        "run: InterpreterError: AttributeError(\"module 'triton.language' has no attribute 'stor'\"); fix the seed "
+        "file and run the same command again"
+    ]
+    assert not (tmp_path / "runs" / "r").exists()
+    assert ks("runs", tmp_path / "runs").stdout.startswith("no run directories below")
+
+
 def small_suite(tmp_path: Path, names: list[str], seeds: list[str]) -> tuple[Path, Path]:
     suite, seed_dir = tmp_path / "suite", tmp_path / "seeds"
     suite.mkdir()

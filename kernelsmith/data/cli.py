@@ -14,6 +14,7 @@ from rich.table import Table
 from kernelsmith.cli_console import stdout_console
 from kernelsmith.cli_errors import check_paths, fail
 from kernelsmith.errors import UserError
+from kernelsmith.progress import counted
 
 data_app = typer.Typer(
     add_completion=False,
@@ -50,7 +51,7 @@ def sft_table(result, out: Path) -> Table:
     from kernelsmith.data.sft import DROP_REASONS, FIRST, IMPROVEMENT
 
     tasks = sorted({t for t, _ in result.kept} | {t for t, _ in result.dropped_by_task})
-    table = Table(title=f"SFT: {len(result.rows)} rows -> {out}")
+    table = Table(title=f"SFT: {counted(len(result.rows), 'row')} -> {out}")
     for name in ("task", "first", "improvement", "dropped"):
         table.add_column(name, justify="right" if name in ("first", "improvement") else "left")
     if len(tasks) > 1:
@@ -77,7 +78,7 @@ def rl_table(result, out: Path) -> Table:
     from kernelsmith.data.rl import DROP_REASONS
 
     tasks = sorted(set(result.kept) | {t for t, _ in result.dropped_by_task})
-    table = Table(title=f"RL: {len(result.rows)} prompts -> {out}")
+    table = Table(title=f"RL: {counted(len(result.rows), 'prompt')} -> {out}")
     table.add_column("task")
     table.add_column("prompts", justify="right")
     table.add_column("dropped runs")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from kernelsmith.evolve.config import ArchiveConfig
 from kernelsmith.evolve.descriptors import cell_of
+from kernelsmith.evolve.program import rank_key
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class Entry:
     score: float
     ok: bool  # correct and unflagged
     cell: tuple[int, ...]
+
+    @property
+    def rank_key(self) -> tuple[bool, float, int]:
+        return rank_key(self.ok, self.score, self.id)
 
 
 @dataclass
@@ -43,27 +48,27 @@ class Selection:
 
 
 class _Ranked:
-    """The best `size` entries by score (ties: older first), kept sorted; entries are final."""
+    """The best `size` entries in `rank_key` order, kept sorted; entries are final."""
 
     def __init__(self, size: int):
         self.size = size
-        self.keys: list[tuple[float, int]] = []
+        self.keys: list[tuple[bool, float, int]] = []
 
     def add(self, e: Entry) -> None:
-        key = (-e.score, e.id)
+        key = e.rank_key
         if len(self.keys) >= self.size and key >= self.keys[-1]:
             return
         bisect.insort(self.keys, key)
         del self.keys[self.size :]
 
     def ids(self) -> list[int]:
-        return [i for _, i in self.keys]
+        return [i for *_, i in self.keys]
 
 
 @dataclass
 class Island:
     members: set[int] = field(default_factory=set)
-    grid: dict[tuple[int, ...], Entry] = field(default_factory=dict)  # the best entry per cell
+    grid: dict[tuple[int, ...], Entry] = field(default_factory=dict)  # the best entry per cell (rank_key)
     best_ok: _Ranked = field(kw_only=True)  # sized by the archive's config
     best_miss: _Ranked = field(kw_only=True)  # nearest misses, for repair while nothing is correct
 
@@ -110,7 +115,7 @@ class Archive:
             return
         isl.members.add(e.id)
         held = isl.grid.get(e.cell)
-        if held is None or (e.score, -e.id) > (held.score, -held.id):
+        if held is None or e.rank_key < held.rank_key:  # a correct program holds its cell over any failure
             isl.grid[e.cell] = e
         (isl.best_ok if e.ok else isl.best_miss).add(e)
 
@@ -159,7 +164,7 @@ class Archive:
     def best_ids(self, n: int) -> list[int]:
         """The n best correct programs of all islands (from each island's kept best)."""
         ids = {i for isl in self.islands for i in isl.best_ok.ids()}
-        return sorted(ids, key=lambda i: (-self.entries[i].score, i))[:n]
+        return sorted(ids, key=lambda i: self.entries[i].rank_key)[:n]
 
     def cells(self, island: int) -> dict[tuple[int, ...], Entry]:
         return dict(self.islands[island].grid)

@@ -8,7 +8,8 @@ not yet stored are run, so every iteration exists exactly once whatever was kill
 A child whose code is that of a program already stored in the run (up to formatting, comments and
 docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
 that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
-as an iteration.
+as an iteration; so does one whose code another iteration is evaluating at that moment, once that
+program is stored (evolve/reuse.py).
 """
 
 from __future__ import annotations
@@ -23,20 +24,22 @@ from pathlib import Path
 
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
-from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
-from kernelsmith.evolve.outputs import write_best, write_summary
+from kernelsmith.evolve.outputs import previous_elapsed, write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
-from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program
+from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
+from kernelsmith.evolve.reuse import VerdictReuse
+from kernelsmith.evolve.start import StartFiles, tuner_start_failure, use_seed
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
+from kernelsmith.progress import counted
 from kernelsmith.task import Task
 
 
@@ -84,18 +87,20 @@ class Engine:
         self.in_flight = max(cfg.max_in_flight, int(getattr(backend, "workers", 1) or 1))
         self.on_program = on_program or (lambda event: None)
         self.on_resume = on_resume or (lambda resumed: None)
+        self.start_files = StartFiles(Path(run_dir))  # before the store exists
         self.store = RunStore(run_dir)
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
-        self.evaluated: dict[str, int] = {}  # normalised source hash -> id of the first program stored with it
+        self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
         self.done = 0  # iterations 1..N stored
         self.counts: Counter[str] = Counter()  # programs stored per shown_status
         self.started = time.monotonic()
+        self.elapsed_before = 0.0  # seconds of earlier sessions of a resumed run
         self.hardware: dict = {}
         self.profiler = IslandBestProfiler(cfg.profile, cfg.evaluation.device, backend, task, self.store, self.started)
 
@@ -127,12 +132,12 @@ class Engine:
             if row.iteration > 0:
                 self.since_best += 1
                 self.done += 1
-            if ok and (self.best is None or row.score > self.best.score):
+            if ok and (self.best is None or rank_key(ok, row.score, row.id) < self.best.rank_key):
                 self.best = self.store.get(row.id)
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
         for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.evaluated.setdefault(program_hash(code), pid)
+            self.reuse.add(code, pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -159,13 +164,11 @@ class Engine:
         code = program.code
         if code is None:
             raise ValueError("only a program with code is evaluated")
-        twin = self.evaluated.get(program_hash(code))
-        twin_eval = self.store.get(twin).eval if twin is not None else None
-        reused = EvalResult.model_validate(twin_eval) if twin_eval is not None else None
-        # The same program again: a second timing would only add noise. Only a verdict about the
-        # program is reused (the service's cache rule: not a timeout, not a lost worker).
-        if reused is not None and reused.about_the_candidate:
-            program.with_verdict(reused)
+        # The same program again: a second timing would only add noise, and give it two speedups.
+        reused = await self.reuse.verdict(code, program.iteration)
+        if reused is not None:
+            twin, verdict = reused
+            program.with_verdict(verdict)
             program.eval = {**(program.eval or {}), REUSED_FROM: twin}
         else:
             try:
@@ -271,23 +274,27 @@ class Engine:
     async def _iteration(self, iteration: int) -> Program:
         rng = random.Random(f"{self.cfg.random_seed}:{iteration}")
         island = 0 if iteration == 0 else (iteration - 1) % self.cfg.archive.islands
-        if iteration == 0 and self.seed_code is not None:
-            program = await self._evaluate(
-                Program(iteration=0, island=0, operator="seed", code=self.seed_code, status=NO_PROGRAM)
-            )
-        else:
-            program = await self._propose(iteration, island, rng)
-        return self._record(program)
+        try:
+            if iteration == 0 and self.seed_code is not None:
+                program = await self._evaluate(
+                    Program(iteration=0, island=0, operator="seed", code=self.seed_code, status=NO_PROGRAM)
+                )
+            else:
+                program = await self._propose(iteration, island, rng)
+            return self._record(program)
+        finally:
+            self.reuse.release(iteration)
 
     def _record(self, p: Program) -> Program:
         self.store.add(p)
+        self.store.set_meta("elapsed_s", round(self.elapsed(), 2))  # a killed session's time is kept too
         self.counts[shown_status(p.status, p.flags)] += 1
         if p.code is not None and p.id is not None:
-            self.evaluated.setdefault(program_hash(p.code), p.id)
+            self.reuse.add(p.code, p.id)
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
-        improved = p.ok and (self.best is None or p.score > self.best.score)
+        improved = p.ok and (self.best is None or p.rank_key < self.best.rank_key)
         if p.iteration > 0:
             self.since_best += 1
             self.done += 1
@@ -309,11 +316,26 @@ class Engine:
         if c.time_limit is not None and time.monotonic() - self.started >= c.time_limit:
             return f"time limit reached ({c.time_limit:g} s)"
         if c.early_stop is not None and self.since_best >= c.early_stop:
-            return f"no improvement in {self.since_best} iterations"
+            return f"no improvement in {counted(self.since_best, 'iteration')}"
         return None
 
     async def run(self) -> dict:
         self._claim_run_dir()
+        try:
+            return await self._run()
+        except Exception:
+            # A run that failed before its first iteration leaves no run directory for `runs` to list.
+            self.start_files.discard(self.store)
+            raise
+
+    def elapsed(self) -> float:
+        """Seconds the search has run, over every session of it (a resume adds its own)."""
+        return self.elapsed_before + time.monotonic() - self.started
+
+    async def _run(self) -> dict:
+        if self.seed_code is not None:
+            use_seed(self.store, self.seed_code)  # a failed start is fixed by fixing the seed file
+        self.elapsed_before = previous_elapsed(self.store)
         self._rebuild()
         stored = self.store.iterations()
         if stored:
@@ -336,9 +358,7 @@ class Engine:
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
-                start = self.store.at_iteration(0)
-                why = f"{start.status}: {(start.error or '').splitlines()[0][:200]}" if start else "missing"
-                raise UserError(f"the tuner alone needs a correct starting program; it is {why}")
+                raise UserError(tuner_start_failure(self.store.at_iteration(0)))
             await self._loop(todo)
             await self.profiler.drain()
         finally:
@@ -352,7 +372,7 @@ class Engine:
             self.cfg,
             self.hardware,
             self.stop_reason,
-            time.monotonic() - self.started,
+            self.elapsed(),
             profiling=self.profiler.stats(),
             tuner=self.tuning.stats(),
         )

@@ -73,6 +73,18 @@ def best_record(p: Program | None) -> dict | None:
     }
 
 
+def previous_elapsed(store: RunStore) -> float:
+    """Seconds the run's earlier sessions took: as stored, or as a summary.json written before the
+    store kept it says (that session's time alone)."""
+    stored = store.get_meta("elapsed_s")
+    if stored is not None:
+        return float(stored)
+    try:
+        return float(json.loads((store.run_dir / "summary.json").read_text())["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
 def write_summary(
     run_dir: Path,
     store: RunStore,
@@ -107,6 +119,7 @@ def write_summary(
         "profiling": profiling,  # the counters stage for new island bests (evolve/profiling.py)
         "tuner": tuner,  # launch configurations measured, per program family (evolve/tuning.py)
     }
+    store.set_meta("elapsed_s", summary["elapsed_s"])
     _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if best is not None:
         write_best(run_dir, best, task)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass, field
 
 from kernelsmith.evaluate.result import EvalResult, Status
@@ -32,6 +33,14 @@ def score_of(status: str, flags: list[str], speedup: float | None) -> float:
     if status == Status.correct.value:
         return FLAGGED_SCORE
     return FAILURE_SCORES.get(status, 0.0)
+
+
+def rank_key(ok: bool, score: float, program_id: int) -> tuple[bool, float, int]:
+    """The one order of programs, best first when sorted ascending by this key: a success before any
+    other program whatever its speedup (a correct kernel at 0.01x scores below an incorrect one's
+    0.02), then the higher score, then the older. The archive's cells and best lists, the search's
+    best, the store's and the report's best all rank by it."""
+    return (not ok, -score, program_id)
 
 
 @dataclass
@@ -78,6 +87,11 @@ class Program:
     def ok(self) -> bool:
         """Correct with no flag: the only kind of program the search counts as a success."""
         return is_success(self.status, self.flags)
+
+    @property
+    def rank_key(self) -> tuple[bool, float, int]:
+        # a program not stored yet gets its id later: after every stored one
+        return rank_key(self.ok, self.score, self.id if self.id is not None else sys.maxsize)
 
     def with_verdict(self, result: EvalResult) -> Program:
         self.status = result.status.value

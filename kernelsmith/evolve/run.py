@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from rich.markup import escape
 
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.backends import open_backend
@@ -17,7 +18,7 @@ from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
-from kernelsmith.progress import LiveProgress
+from kernelsmith.progress import LiveProgress, counted
 from kernelsmith.task import Task
 
 
@@ -26,11 +27,13 @@ def default_run_dir(task_path: Path) -> Path:
 
 
 def progress_line(e: Event) -> str:
+    """One line per stored program, in rich markup (what it holds of its own is escaped: a flag
+    list in brackets would be read as a markup tag and vanish)."""
     p = e.program
     origin = p.operator + (f" of #{p.parent_id}" if p.parent_id is not None else "")
     verdict = p.status + (f" {p.speedup:.3g}x" if p.status == "correct" and p.speedup is not None else "")
     if p.flags:
-        verdict += f" [{', '.join(p.flags)}]"
+        verdict += escape(f" [{', '.join(p.flags)}]")
     best = (
         f"best {e.best.speedup:.3g}x (#{e.best.id})"
         if e.best and e.best.speedup is not None
@@ -48,7 +51,8 @@ def resume_line(r: Resumed) -> str:
         if r.best and r.best.speedup is not None
         else "no correct program yet"
     )
-    return f"resuming: {r.done}/{r.total} iterations stored, {r.counts.get('correct', 0)} correct programs; {best}"
+    stored = f"{r.done}/{counted(r.total, 'iteration')} stored"
+    return f"resuming: {stored}, {counted(r.counts.get('correct', 0), 'correct program')}; {best}"
 
 
 def _drop_key_from_environment(cfg: EvolveConfig) -> None:
@@ -90,9 +94,8 @@ def _outputs_on_interrupt(
         if engine.store.get_meta("task_hash") != task.hash:
             return  # stopped before the run directory was claimed: it may hold another task's run
         hardware = engine.hardware or engine.store.get_meta("hardware") or {}
-        elapsed = time.monotonic() - engine.started
         stats = engine.tuning.stats()
-        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted", elapsed, tuner=stats)
+        write_summary(engine.run_dir, engine.store, task, cfg, hardware, "interrupted", engine.elapsed(), tuner=stats)
         report = write_report(engine.run_dir) if write_report else None
     except (OSError, UserError, sqlite3.DatabaseError) as exc:  # the interrupt, not this, is what the user sees
         say(f"interrupted; could not write the run's summary and report: {exc}")
@@ -169,7 +172,7 @@ def run_evolve(
 
     engine = Engine(task, cfg, run_dir, backend, llm, seed_code, on_program=on_program, on_resume=on_resume)
     try:
-        say(f"kernelsmith evolve: {task.name}, {cfg.iterations} iterations, run directory {run_dir}")
+        say(escape(f"kernelsmith evolve: {task.name}, {counted(cfg.iterations, 'iteration')}, run directory {run_dir}"))
         summary = asyncio.run(engine.run())
     except KeyboardInterrupt:
         _outputs_on_interrupt(engine, task, cfg, say, write_report)
@@ -181,9 +184,11 @@ def run_evolve(
     report = write_report(Path(run_dir)) if write_report else None
     best = summary["best"]
     say(
-        f"stopped: {summary['stop_reason']}; {summary['iterations_done']} iterations, "
-        f"{summary['programs']} programs, {summary['prompt_tokens'] + summary['completion_tokens']} tokens, "
-        f"${summary['cost']:.4f}"
+        escape(
+            f"stopped: {summary['stop_reason']}; {counted(summary['iterations_done'], 'iteration')}, "
+            f"{counted(summary['programs'], 'program')}, "
+            f"{counted(summary['prompt_tokens'] + summary['completion_tokens'], 'token')}, ${summary['cost']:.4f}"
+        )
     )
     if best:
         speed = f"{best['speedup']:.3g}x vs eager" if best["speedup"] is not None else "correct"

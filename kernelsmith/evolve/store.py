@@ -184,6 +184,10 @@ class RunStore:
         program.id = cur.lastrowid
         return program
 
+    def remove_start(self) -> None:
+        """Delete iteration 0: a start replaced before any iteration after it was stored (evolve/start.py)."""
+        self.db.execute("DELETE FROM programs WHERE iteration = 0")
+
     def set_counters(self, program_id: int, counters: dict) -> None:
         """Add the counters stage's report to a stored program's verdict record (eval.counters)."""
         row = self.db.execute("SELECT eval FROM programs WHERE id = ?", (program_id,)).fetchone()
@@ -276,9 +280,9 @@ class RunStore:
         return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
 
     def best(self) -> Program | None:
-        """The fastest correct, unflagged program (earliest on ties)."""
-        rows = self._query("SELECT * FROM programs WHERE status = 'correct' ORDER BY score DESC, id ASC")
-        return next((p for p in rows if p.ok), None)
+        """The fastest correct, unflagged program (earliest on ties): the first in `rank_key` order."""
+        rows = self._query("SELECT * FROM programs WHERE status = 'correct'")
+        return min((p for p in rows if p.ok), key=lambda p: p.rank_key, default=None)
 
     def close(self) -> None:
         self.db.close()

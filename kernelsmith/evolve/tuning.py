@@ -16,7 +16,8 @@ from __future__ import annotations
 import random
 
 from kernelsmith.evolve import tuner, tuner_search
-from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.program import Program, rank_key
+from kernelsmith.progress import counted
 
 
 def hopper_or_newer(hardware: dict) -> bool:
@@ -64,7 +65,7 @@ class TuningMemory:
 
     def leader_ids(self) -> list[int]:
         """The best correct program of every family, best first."""
-        return [pid for _, pid in sorted(self.leaders.values(), reverse=True)]
+        return [pid for _, pid in sorted(self.leaders.values(), key=lambda sp: rank_key(True, *sp))]
 
     def propose(self, parent: Program, rng: random.Random) -> tuple[str, dict[str, int]] | None:
         """A new variant of the parent's launch parameters, reserved until it is recorded."""
@@ -96,7 +97,7 @@ class TuningMemory:
         measured = self.stats()["configurations_measured"]
         return (
             f"the tuner has nothing left to try: every launch configuration within reach of {families} "
-            f"is measured ({measured} configurations measured)"
+            f"is measured ({counted(measured, 'configuration')} measured)"
         )
 
     def stats(self) -> dict:

@@ -131,8 +131,7 @@ def read_store(run_dir: Path) -> tuple[list[Program], dict]:
 
 def best_of(programs: list[Program]) -> Program | None:
     """RunStore.best(): the highest-scoring correct, unflagged program, earliest on ties."""
-    ok = [p for p in programs if p.ok]
-    return min(ok, key=lambda p: (-p.score, p.id)) if ok else None
+    return min((p for p in programs if p.ok), key=lambda p: p.rank_key, default=None)
 
 
 def _depths(programs: list[Program]) -> dict[int, int]:

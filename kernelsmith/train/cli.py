@@ -16,6 +16,7 @@ from kernelsmith.cli_errors import user_errors
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
+from kernelsmith.progress import counted
 
 train_app = typer.Typer(
     add_completion=False,
@@ -31,7 +32,7 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 def _print_summary(kind: str, summary: dict) -> None:
     line = (
-        f"{kind}: {summary['steps']} steps, final loss {_fmt(summary['final_loss'])}, "
+        f"{kind}: {counted(summary['steps'], 'step')}, final loss {_fmt(summary['final_loss'])}, "
         f"{_fmt(summary['tokens_per_s'])} tokens/s"
     )
     if summary.get("rewards"):
@@ -123,11 +124,12 @@ def grpo_command(
 
         from kernelsmith.evaluate.backends import backend_from_flags, open_backend
         from kernelsmith.evaluate.options import EvalOptions
-        from kernelsmith.train.common import model_dir
+        from kernelsmith.train.common import model_dir, require_train_extra
         from kernelsmith.train.grpo import accumulation_steps, train_grpo
         from kernelsmith.train.reward import SpeedupReward
 
         # what can fail in a second fails before the evaluation pool starts
+        require_train_extra()
         model_dir(model)
         if not data.is_file():
             raise UserError(f"--data {data}: no such data file")

@@ -19,12 +19,29 @@ def require_train_extra() -> None:
         raise UserError(TRAIN_EXTRA)
 
 
+MODEL_FILES = "config.json, the weights (*.safetensors or *.bin) and the tokenizer's files"
+_WEIGHTS = ("*.safetensors", "*.bin")
+
+
 def model_dir(model_path: str | Path) -> Path:
-    """Checked before seconds of imports: the model is a local directory."""
+    """Checked before seconds of imports: the model is a local directory with a config and weights."""
     path = Path(model_path)
     if not path.is_dir():
         raise UserError(f"--model {model_path}: no such model directory (kernelsmith train loads local models only)")
+    if not any(path.iterdir()):
+        raise UserError(f"--model {model_path}: the folder is empty; a local model folder holds {MODEL_FILES}")
+    if not (path / "config.json").is_file():
+        raise UserError(f"--model {model_path}: no config.json in it; a local model folder holds {MODEL_FILES}")
+    if not any(next(path.glob(pattern), None) for pattern in _WEIGHTS):
+        raise UserError(f"--model {model_path}: no weights in it; a local model folder holds {MODEL_FILES}")
     return path
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's whole message on one line (transformers' end "from one of:" and list the
+    rest on the next lines), cut at a word past `limit`."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def auto_bf16(bf16: bool | None) -> bool:
@@ -43,12 +60,14 @@ def load_local(path: Path, bf16: bool):
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"--model {path}: its tokenizer does not load: {_one_line(exc)}") from None
+    try:
         model = AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, dtype=torch.bfloat16 if bf16 else torch.float32
         )
     except (OSError, ValueError, KeyError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UserError(f"--model {path}: not a loadable causal language model: {first}") from None
+        raise UserError(f"--model {path}: not a loadable causal language model: {_one_line(exc)}") from None
     if not tokenizer.chat_template:
         raise UserError(f"--model {path}: the tokenizer has no chat template, and the data is conversational")
     if tokenizer.pad_token is None:

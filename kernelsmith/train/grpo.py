@@ -78,8 +78,8 @@ def train_grpo(
 
     `beta` is the KL weight to the starting model (TRL's default 0: no reference model is kept).
     Returns `summarize`'s dict (steps, final_loss, tokens_per_s, output) plus the logged mean rewards."""
+    require_train_extra()  # first: without the extra, nothing else can be fixed usefully
     where = model_dir(model_path)
-    require_train_extra()
     processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate/torchrun for multi-GPU training
     grad_accum = accumulation_steps(prompts_per_step, num_generations, batch_size, processes)
     dataset = rl_dataset(data_file)

@@ -68,8 +68,8 @@ def train_sft(
     the longest row. With `merge` (LoRA only), the adapter merged into the base model is also saved
     to `out_dir/merged`: a plain model directory for `train grpo --model` or an inference server.
     Returns `summarize`'s dict: steps, final_loss, losses, tokens_per_s, output (and merged)."""
+    require_train_extra()  # first: without the extra, nothing else can be fixed usefully
     where = model_dir(model_path)
-    require_train_extra()
     dataset = sft_dataset(data_file)
     bf16 = auto_bf16(bf16)
     model, tokenizer = load_local(where, bf16)
