@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test,train,ray]"
+	$(PY) -m pip install -q -e ".[test,train,ray,capture]"
 	@# Sandboxes use bubblewrap (Debian's package) for a read-only, network-less view; without it
 	@# they still run, less isolated (docs/integrity.md).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

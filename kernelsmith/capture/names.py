@@ -1,0 +1,45 @@
+"""Readable, stable names for regions: the module class that holds the region, then what runs in it
+(child modules by class, its own ops by name): `llamarmsnorm`, `llamamlp_silu_mul`,
+`llamadecoderlayer_add_llamarmsnorm`, `linear_mm`."""
+
+from __future__ import annotations
+
+import re
+
+from kernelsmith.capture.regions import Region, ancestors, is_glue, packet
+from kernelsmith.capture.tape import Tape
+
+MAX_PARTS = 5
+
+
+def _op_word(name: str) -> str:
+    if "scaled_dot_product" in name or "attention" in name:
+        return "sdpa"
+    return {"_to_copy": "to", "_unsafe_view": "view"}.get(name, name.strip("_"))
+
+
+def region_name(tape: Tape, region: Region) -> str:
+    call = region.call
+    while call is not None and not tape.calls[call].in_model:  # a library's wrapper: name by where it ran
+        call = tape.calls[call].parent
+    head = tape.calls[call].cls.lower() if call is not None else tape.model_class.lower()
+    parts: list[str] = [head]
+    compute = [i for i in region.ops if region.library or not is_glue(tape, i)]
+    children = {c for c in range(len(tape.calls)) if tape.calls[c].parent == call}
+    for i in compute:
+        chain = ancestors(tape, tape.ops[i].call)
+        child = next((c for c in chain if c in children), None)
+        if child is None:
+            word = _op_word(packet(tape, i))
+        else:
+            own = [j for j in compute if child in ancestors(tape, tape.ops[j].call)]
+            leaf_of_one = not tape.calls[child].has_children and len(own) == 1
+            if leaf_of_one or not tape.calls[child].in_model:  # a wrapper's class says less than its ops
+                word = _op_word(packet(tape, i))
+            else:
+                word = tape.calls[child].cls.lower()
+        if word not in parts:
+            parts.append(word)
+    if call is not None and not tape.calls[call].has_children:
+        parts = parts[:1]  # all in one leaf module: its class says it (llamarmsnorm)
+    return re.sub(r"[^a-z0-9_]", "", "_".join(parts[:MAX_PARTS]))

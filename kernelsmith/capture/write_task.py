@@ -1,0 +1,139 @@
+"""A region as a KernelBench-format task: `Model.forward` replays the region's aten ops in tape order.
+
+Parameters and buffers of the real module become the task's own (same shapes, dtypes and strides,
+random values); activations come from `get_inputs()` at the recorded shapes, dtypes and strides.
+The body (everything below the header) is the region's identity: layers that run the same ops on the
+same shapes render the same body, and capture merges them into one task.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from kernelsmith.capture.regions import Region
+from kernelsmith.capture.tape import Ref, Tape
+from kernelsmith.capture.values import HELPERS, value_expr
+
+
+class RenderError(Exception):
+    """The region holds something a self-contained task cannot express."""
+
+
+@dataclass
+class Rendered:
+    body: str
+    params: dict[str, tuple[int, int]]  # task attribute -> (tid, version) of the real parameter/buffer
+    inputs: list[tuple[int, int]]  # get_inputs() order
+    notes: list[str] = field(default_factory=list)
+
+
+def _ident(name: str) -> str:
+    name = re.sub(r"\W", "_", name).strip("_") or "t"
+    return "_" + name if name[0].isdigit() else name
+
+
+def _render_arg(x, names: dict[int, str]) -> str:
+    if isinstance(x, Ref):
+        return names[x.tid]
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_render_arg(v, names) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    if isinstance(x, torch.device):
+        return "dev"
+    if isinstance(x, float):
+        return {"inf": "float('inf')", "-inf": "-float('inf')", "nan": "float('nan')"}.get(repr(x), repr(x))
+    if x is None or isinstance(x, (bool, int, str, torch.dtype, torch.layout, torch.memory_format)):
+        return repr(x)
+    raise RenderError(f"an argument of type {type(x).__name__} cannot be written in a task")
+
+
+def call_text(tape: Tape, i: int, names: dict[int, str]) -> str:
+    op = tape.ops[i]
+    if op.func.namespace not in ("aten", "prims"):
+        raise RenderError(f"op {op.func} is not an aten op: the task would need its library")
+    args = [_render_arg(a, names) for a in op.args]
+    args += [f"{k}={_render_arg(v, names)}" for k, v in op.kwargs.items()]
+    packet = op.func.overloadpacket.__name__
+    return f"torch.ops.{op.func.namespace}.{packet}.{op.func._overloadname}({', '.join(args)})"
+
+
+def _assign(tape: Tape, i: int, names: dict[int, str], call: str) -> list[str]:
+    op = tape.ops[i]
+    new = lambda r: isinstance(r, Ref) and r.tid not in names
+    if isinstance(op.out, Ref):
+        if not new(op.out):
+            return [call]
+        names[op.out.tid] = f"v{len(names)}"
+        return [f"{names[op.out.tid]} = {call}"]
+    if isinstance(op.out, (tuple, list)) and any(new(r) for r in op.out):
+        if any(isinstance(r, (tuple, list)) for r in op.out):
+            raise RenderError(f"op {op.func} returns nested tensors")
+        lines = [f"out = {call}"]
+        for k, r in enumerate(op.out):
+            if new(r):
+                names[r.tid] = f"v{len(names)}"
+                lines.append(f"{names[r.tid]} = out[{k}]")
+        return lines
+    return [call]
+
+
+def render(tape: Tape, region: Region) -> Rendered:
+    """The task's body for `region` (RenderError when it cannot be written)."""
+    names: dict[int, str] = {}
+    params: dict[str, tuple[int, int]] = {}
+    inputs: list[tuple[int, int]] = []
+    inits: list[str] = []
+    made_inputs: list[str] = []
+    notes: list[str] = []
+    for tid, ver in region.inputs:
+        kind, qual = tape.origin.get(tid, ("activation", ""))
+        value = tape.value(tid, ver)
+        if kind in ("parameter", "buffer"):
+            attr = _ident(qual.rsplit(".", 1)[-1])
+            while attr in params:
+                attr += "_"
+            params[attr] = (tid, ver)
+            names[tid] = f"self.{attr}"
+            made, note = value_expr(value, attr)
+            if kind == "parameter":
+                inits.append(f"self.{attr} = nn.Parameter({made}, requires_grad=False)")
+            else:
+                inits.append(f"self.register_buffer({attr!r}, {made})")
+        else:
+            names[tid] = f"x{len(inputs)}"
+            made, note = value_expr(value, names[tid])
+            inputs.append((tid, ver))
+            made_inputs.append(made)
+        if note:
+            notes.append(note)
+    args = ", ".join(names[tid] for tid, _ in inputs)
+    body = [f"    def forward(self{', ' if args else ''}{args}):"]
+    for tid in region.written_inputs:  # the real model wrote these in place: the task writes a copy
+        local = f"w{len(body)}"
+        body.append(f"        {local} = {names[tid]}.clone()")
+        names[tid] = local
+    for i in region.replay:
+        body += [f"        {line}" for line in _assign(tape, i, names, call_text(tape, i, names))]
+    anchor = next(iter(names.values()), None)
+    if anchor is not None and any("=dev" in line or "dev)" in line or "dev," in line for line in body):
+        body.insert(1, f"        dev = {anchor}.device")  # creation ops land where the inputs are
+    outs = [names[tid] for tid, _ in region.outputs]
+    body.append(f"        return {', '.join(outs)}")
+    init_body = "\n".join(f"        {line}" for line in inits) or "        pass"
+    input_lines = "\n".join(f"        {m}," for m in made_inputs)
+    source = (
+        "import torch\nimport torch.nn as nn\n\n"
+        + HELPERS.strip("\n")
+        + "\n\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + init_body
+        + "\n\n"
+        + "\n".join(body)
+        + "\n\n\ndef get_inputs():\n    return [\n"
+        + input_lines
+        + ("\n" if input_lines else "")
+        + "    ]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Rendered(source, params, inputs, notes)

@@ -1,0 +1,164 @@
+"""`kernelsmith capture`: a model's forward cut into ranked, validated KernelBench tasks (CPU, tiny models)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+
+from kernelsmith.capture import write_task
+from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.run import capture
+from kernelsmith.errors import UserError
+from kernelsmith.evaluate.runtime import build_model, make_inputs
+from kernelsmith.task import Task, load_module
+
+LLAMA = REPO / "examples/llama_decode/model.py"
+PLAIN = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 48)
+        self.weight = nn.Parameter(torch.ones(48))
+
+    def forward(self, x):
+        h = self.proj(x)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return torch.nn.functional.gelu(h)
+
+
+def make():
+    torch.manual_seed(0)
+    return Block(), (torch.randn(4, 32),)
+
+
+def not_a_pair():
+    return Block()
+"""
+
+
+@pytest.fixture
+def plain_entry(tmp_path: Path) -> str:
+    path = tmp_path / "plain_model.py"
+    path.write_text(textwrap.dedent(PLAIN))
+    return f"{path}:make"
+
+
+def _ops(task) -> set[str]:
+    return set(task.ops)
+
+
+def _runs(path: Path) -> None:
+    """The task loads as a task and its reference runs as the evaluator runs it."""
+    task = Task.from_file(path)
+    module = load_module(task.source, path.parent / f"_run_{path.stem}.py", f"_capture_run_{path.stem}")
+    model = build_model(module.Model, module, 0, "cpu")
+    with torch.no_grad():
+        out = model(*make_inputs(module, 0, "cpu"))
+    assert all(torch.isfinite(o).all() for o in (out if isinstance(out, tuple) else (out,)))
+
+
+def test_plain_module_is_cut_at_the_gemm(plain_entry: str, tmp_path: Path):
+    done = capture(plain_entry, tmp_path / "out")
+    written = [t for t in done.tasks if t.file]
+    assert len(written) == 2 and all(t.validated for t in written)
+    gemm = next(t for t in written if "addmm.default" in t.ops)
+    norm = next(t for t in written if "gelu.default" in t.ops)
+    assert gemm.ops == ["addmm.default"] and gemm.module_paths == ["proj"] and gemm.module_class == "Linear"
+    assert {"pow.Tensor_Scalar", "mean.dim", "rsqrt.default", "mul.Tensor"} <= _ops(norm)
+    assert norm.module_class == "Block" and norm.name.startswith("block_")
+    source = (tmp_path / "out" / norm.file).read_text()
+    assert "nn.Parameter(" in source and "from weight" in source and f"`kernelsmith capture {plain_entry}`" in source
+    manifest = json.loads((tmp_path / "out/capture.json").read_text())
+    assert [t["rank"] for t in manifest["tasks"]] == [1, 2] and manifest["covered_share"] > 0
+    for t in written:
+        _runs(tmp_path / "out" / t.file)
+
+
+def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Path, monkeypatch):
+    real = write_task.call_text
+    monkeypatch.setattr(write_task, "call_text", lambda *a: real(*a).replace(".gelu.", ".relu."))
+    done = capture(plain_entry, tmp_path / "out")
+    norm = next(t for t in done.tasks if "gelu.default" in t.ops)
+    assert norm.file is None and not norm.validated and "differs from the model's" in (norm.why or "")
+    assert not list((tmp_path / "out").glob("*block*"))
+    assert json.loads((tmp_path / "out/capture.json").read_text())["tasks"][1]["why"] == norm.why
+
+
+@pytest.fixture(scope="module", params=["tiny_decode_step", "tiny_prefill"])
+def llama(request, tmp_path_factory):
+    pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp(request.param)
+    return capture(f"{LLAMA}:{request.param}", out), out
+
+
+def test_llama_operators_come_out_as_tasks(llama):
+    done, out = llama
+    written = [t for t in done.tasks if t.file]
+    assert written and all(t.validated for t in written), [(t.name, t.why) for t in done.tasks if not t.validated]
+    has = lambda cond: [t for t in written if cond(t)]
+    assert has(lambda t: t.module_class == "LlamaRMSNorm" and t.name == "llamarmsnorm")
+    assert has(lambda t: {"neg.default", "cat.default", "mul.Tensor", "add.Tensor"} <= _ops(t))  # rotary
+    silu_mul = has(lambda t: t.module_class == "LlamaMLP" and {"silu.default", "mul.Tensor"} <= _ops(t))
+    assert silu_mul and silu_mul[0].calls == 2  # one task for both layers
+    add_norm = has(lambda t: t.module_class == "LlamaDecoderLayer" and {"add.Tensor", "rsqrt.default"} <= _ops(t))
+    assert add_norm and add_norm[0].name == "llamadecoderlayer_add_llamarmsnorm"
+    assert has(lambda t: any("scaled_dot_product" in op for op in t.ops))  # attention
+    shares = [t.share for t in done.tasks]
+    assert shares == sorted(shares, reverse=True) and 0.5 < sum(shares) <= 1.0 + 1e-6
+    for t in written:
+        _runs(out / t.file)
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("nocolon", "is not 'package.module:factory'"),
+        ("missing_dir/none.py:make", "file not found"),
+        ("no_such_package_ks:make", "cannot import module no_such_package_ks"),
+        ("{plain}:absent", "has no absent"),
+        ("{plain}:torch", "torch is not callable"),
+        ("{plain}:not_a_pair", "must return (model, inputs), not Block"),
+    ],
+)
+def test_bad_entry_is_one_clear_error(plain_entry: str, entry: str, message: str):
+    with pytest.raises(UserError) as exc:
+        call_entry(entry.format(plain=plain_entry.rsplit(":", 1)[0]), "cpu")
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_entry: str, tmp_path: Path):
+    (tmp_path / "mine.txt").write_text("keep")
+    with pytest.raises(UserError, match="is not empty and holds no previous capture"):
+        capture(plain_entry, tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "keep"
+    out = tmp_path / "out"
+    first = capture(plain_entry, out)
+    (out / first.tasks[0].file).write_text("stale")  # type: ignore[operator]
+    capture(plain_entry, out)
+    assert "stale" not in (out / first.tasks[0].file).read_text()  # type: ignore[operator]
+
+
+def test_cli_capture_end_to_end(tmp_path: Path):
+    pytest.importorskip("transformers")
+    ks = Path(sys.executable).parent / "kernelsmith"
+    run = lambda *a: subprocess.run([str(ks), "capture", *a], capture_output=True, text=True, cwd=REPO, timeout=300)
+    p = run(f"{LLAMA}:tiny_decode_step", "--out", str(tmp_path / "cap"), "--top", "3")
+    assert p.returncode == 0, p.stderr
+    manifest = json.loads((tmp_path / "cap/capture.json").read_text())
+    assert len([t for t in manifest["tasks"] if t["file"]]) == 3 and "capture.json lists all" in " ".join(
+        p.stdout.split()
+    )
+    assert manifest["tasks"][3]["why"] == "beyond --top 3" and manifest["measure"] == "CPU time"
+    p = run("examples/llama_decode/model.py", "--out", str(tmp_path / "bad"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
