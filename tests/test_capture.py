@@ -92,7 +92,8 @@ def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Pa
     norm = next(t for t in done.tasks if "gelu.default" in t.ops)
     assert norm.file is None and not norm.validated and "differs from the model's" in (norm.why or "")
     assert not list((tmp_path / "out").glob("*block*"))
-    assert json.loads((tmp_path / "out/capture.json").read_text())["tasks"][1]["why"] == norm.why
+    listed = json.loads((tmp_path / "out/capture.json").read_text())["tasks"]
+    assert next(t for t in listed if t["name"] == norm.name)["why"] == norm.why  # ranks follow measured times
 
 
 @pytest.fixture(scope="module", params=["tiny_decode_step", "tiny_prefill"])
@@ -115,7 +116,9 @@ def test_llama_operators_come_out_as_tasks(llama):
     assert add_norm and add_norm[0].name == "llamadecoderlayer_add_llamarmsnorm"
     assert has(lambda t: any("scaled_dot_product" in op for op in t.ops))  # attention
     shares = [t.share for t in done.tasks]
-    assert shares == sorted(shares, reverse=True) and 0.5 < sum(shares) <= 1.0 + 1e-6
+    # Shares are measured CPU times here (the forward's Python between ops is in the total): only
+    # their order and bounds are the capture's to keep, not their values.
+    assert shares == sorted(shares, reverse=True) and 0.0 < sum(shares) <= 1.0 + 1e-6
     for t in written:
         _runs(out / t.file)
 
