@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, case_path
 
+from kernelsmith.errors import UserError
 from kernelsmith.evolve.config import load_config
 from kernelsmith.evolve.engine import Engine
 from kernelsmith.evolve.store import RunStore
@@ -276,6 +277,13 @@ def test_config_file_saved_with_a_byte_order_mark(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_bytes(b"\xef\xbb\xbfiterations = 7\n")  # as Windows editors save UTF-8
     assert load_config(toml).iterations == 7
+
+
+def test_config_file_that_is_not_utf8_is_one_clear_error(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_bytes("iterations = 7  # é\n".encode("latin-1"))  # an editor's legacy encoding
+    with pytest.raises(UserError, match=r"cannot read config file .*c\.toml: .* \(save it as UTF-8\)$"):
+        load_config(toml)
 
 
 def test_kill_9_then_resume_runs_every_iteration_once(tmp_path):

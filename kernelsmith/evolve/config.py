@@ -134,7 +134,10 @@ def read_config_file(path: str | Path) -> dict:
         raise UserError(f"config file {p} is a directory, not a file")
     if not p.is_file():
         raise UserError(f"config file {p} does not exist")
-    text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
+    try:
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config file {p}: {exc} (save it as UTF-8)") from None
     try:
         if p.suffix == ".toml":
             data = tomllib.loads(text)
