@@ -508,6 +508,25 @@ def test_early_stop_after_iterations_without_a_new_best(tmp_path):
     assert summary["stop_reason"] == "no improvement in 2 iterations"
 
 
+def test_a_failed_llm_preflight_closes_the_client(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong-key")
+    with ScriptedServer([], api_key="right-key", default=fenced(FAST)) as server:
+        cfg = config(server.url, tmp_path, iterations=2)
+        llm = LLMClient(cfg.llm)
+        closed = []
+        real_close = llm.close
+
+        async def close():
+            closed.append(True)
+            await real_close()
+
+        monkeypatch.setattr(llm, "close", close)
+        engine = Engine(Task.from_file(TASK), cfg, tmp_path / "run", VerdictFromBlockSize(), llm, None)
+        with pytest.raises(UserError, match="refused the API key"):
+            asyncio.run(engine.run())
+    assert closed == [True]
+
+
 class CountingVerdicts(VerdictFromBlockSize):
     """VerdictFromBlockSize that keeps every program it was asked to evaluate."""
 

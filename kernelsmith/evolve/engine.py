@@ -344,17 +344,17 @@ class Engine:
         if 0 not in stored and self.seed_code is None and not self.cfg.operators.uses_llm:
             raise UserError("the tuner alone needs a starting program: give --seed")
         needs_llm = (bool(todo) and self.cfg.operators.uses_llm) or (0 not in stored and self.seed_code is None)
-        if needs_llm:
-            if self.llm is None:
-                raise UserError("this run needs an LLM: give --llm-base-url and --model, or a config with [llm]")
-            await self.llm.check()
-        if needs_llm or 0 not in stored or self.store.get_meta("hardware") is None:
-            self.hardware = await asyncio.wrap_future(self.backend.hardware())
-            self.store.set_meta("hardware", self.hardware)
-        else:  # nothing left to run: do not start a judge only to ask
-            self.hardware = self.store.get_meta("hardware") or {}
-        self.tuning.hopper = hopper_or_newer(self.hardware)
-        try:
+        try:  # the LLM client is closed however this ends (a failed preflight too)
+            if needs_llm:
+                if self.llm is None:
+                    raise UserError("this run needs an LLM: give --llm-base-url and --model, or a config with [llm]")
+                await self.llm.check()
+            if needs_llm or 0 not in stored or self.store.get_meta("hardware") is None:
+                self.hardware = await asyncio.wrap_future(self.backend.hardware())
+                self.store.set_meta("hardware", self.hardware)
+            else:  # nothing left to run: do not start a judge only to ask
+                self.hardware = self.store.get_meta("hardware") or {}
+            self.tuning.hopper = hopper_or_newer(self.hardware)
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
