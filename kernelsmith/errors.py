@@ -13,3 +13,10 @@ class TaskError(UserError):
 
 class CandidateError(UserError):
     """The candidate file is not a KernelBench-format candidate (no ModelNew)."""
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` as one line (runs of whitespace, newlines included, made one space), cut at a word
+    past `limit` characters and marked " ..." when longer: how a long error is quoted in one."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."

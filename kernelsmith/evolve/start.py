@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kernelsmith.errors import UserError
+from kernelsmith.errors import UserError, one_line
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import NO_PROGRAM, Program
 from kernelsmith.evolve.store import STORE_NAME, RunStore
@@ -66,10 +66,7 @@ def error_reason(error: str | None) -> str:
     if line.startswith("Traceback"):
         raised = [ln for ln in lines if not ln[0].isspace() and not ln.startswith(("Traceback", "The above", "During"))]
         line = raised[-1] if raised else lines[-1]
-    line = re.sub(r"^(?:\w+\.)+(\w+:)", r"\1", " ".join(line.split()))
-    if len(line) > REASON_CHARS:  # cut at a word, and say so
-        line = line[:REASON_CHARS].rsplit(" ", 1)[0] + " ..."
-    return line
+    return one_line(re.sub(r"^(?:\w+\.)+(\w+:)", r"\1", " ".join(line.split())), REASON_CHARS)
 
 
 def tuner_start_failure(start: Program | None) -> str:

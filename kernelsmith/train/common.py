@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from kernelsmith.errors import UserError
+from kernelsmith.errors import UserError, one_line
 
 TRAIN_EXTRA = "kernelsmith train needs the train extra: pip install 'kernelsmith[train]'"
 _EXTRA_MODULES = ("trl", "peft", "transformers", "datasets", "accelerate")
@@ -40,8 +40,7 @@ def model_dir(model_path: str | Path) -> Path:
 def _one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's whole message on one line (transformers' end "from one of:" and list the
     rest on the next lines), cut at a word past `limit`."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+    return one_line(str(exc), limit) or type(exc).__name__
 
 
 def auto_bf16(bf16: bool | None) -> bool:
