@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from kernelsmith.evaluate.result import EvalResult, Status
@@ -41,6 +42,12 @@ def rank_key(ok: bool, score: float, program_id: int) -> tuple[bool, float, int]
     0.02), then the higher score, then the older. The archive's cells and best lists, the search's
     best, the store's and the report's best all rank by it."""
     return (not ok, -score, program_id)
+
+
+def best_of(programs: Iterable[Program]) -> Program | None:
+    """The best correct, unflagged program of `programs`: the first in `rank_key` order. The one
+    definition behind RunStore.best() and the run report's best."""
+    return min((p for p in programs if p.ok), key=lambda p: p.rank_key, default=None)
 
 
 @dataclass

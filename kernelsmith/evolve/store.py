@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.errors import UserError
-from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.program import Program, best_of
 
 STORE_NAME = "run.sqlite"
 
@@ -281,8 +281,7 @@ class RunStore:
 
     def best(self) -> Program | None:
         """The fastest correct, unflagged program (earliest on ties): the first in `rank_key` order."""
-        rows = self._query("SELECT * FROM programs WHERE status = 'correct'")
-        return min((p for p in rows if p.ok), key=lambda p: p.rank_key, default=None)
+        return best_of(self._query("SELECT * FROM programs WHERE status = 'correct'"))
 
     def close(self) -> None:
         self.db.close()

@@ -19,7 +19,7 @@ from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.counters import CountersReport, counters_text
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
-from kernelsmith.evolve.program import NO_PROGRAM, Program
+from kernelsmith.evolve.program import NO_PROGRAM, Program, best_of
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.report.archive_view import ArchiveView, archive_view, stored_id
 
@@ -127,11 +127,6 @@ def read_store(run_dir: Path) -> tuple[list[Program], dict]:
         raise UserError(f"{store.path} is not a readable run store: {exc}") from None
     finally:
         store.close()
-
-
-def best_of(programs: list[Program]) -> Program | None:
-    """RunStore.best(): the highest-scoring correct, unflagged program, earliest on ties."""
-    return min((p for p in programs if p.ok), key=lambda p: p.rank_key, default=None)
 
 
 def _depths(programs: list[Program]) -> dict[int, int]:
