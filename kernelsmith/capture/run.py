@@ -38,6 +38,7 @@ class CapturedTask:
     validated: bool
     why: str | None = None
     ops: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
 
 
 @dataclass
@@ -97,6 +98,15 @@ def _header(
         lines.append(f"self.{attr}: {kind_of(m)} from {tape.origin[tid][1]} (random values)")
     lines += [f"Note: {n}" for n in rendered.notes]
     return '"""' + "\n".join(lines) + '\n"""\n\n'
+
+
+def _scope(tape: Tape, call: int | None) -> str:
+    """The path of the innermost module of the model whose call holds the region ("": the model)."""
+    while call is not None and not tape.calls[call].in_model:
+        call = tape.calls[call].parent
+    if call is None or tape.calls[call].parent is None:  # the outermost call is the model's own forward
+        return ""
+    return tape.calls[call].path
 
 
 def capture(
@@ -169,6 +179,7 @@ def capture(
                 file is not None,
                 why,
                 [tape.ops[i].name for i in region.ops],
+                sorted({_scope(tape, r.call) for r, _, _ in group}),
             )
         )
     result = Capture(

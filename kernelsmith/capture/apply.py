@@ -1,0 +1,213 @@
+"""`kernelsmith apply`: the best kernels of search runs on captured tasks, written as a patch for the
+captured model (a folder importable as a package, torch only), then checked end to end (e2e.py).
+
+Each RUN_DIR must be a run on one of the capture's task files (the run stores its task's text, which
+must equal the file's). Its best program is the store's best (a success: correct and unflagged, the
+one rule); a run with none, or whose best is slower than --min-speedup (1.0: faster than the
+reference), is listed and left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from kernelsmith.capture.e2e import E2E, check, current_timers
+from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.patch_runtime import PatchError, install
+from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
+from kernelsmith.errors import UserError
+from kernelsmith.evolve.store import RunStore
+
+PATCH_MANIFEST = "patch.json"
+RUNTIME = ("substitute.py", "patch_runtime.py")
+INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
+
+    import {package}
+    patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
+"""
+
+from pathlib import Path
+
+from .patch_runtime import install
+
+
+def apply(model, device=None):
+    return install(model, Path(__file__).parent, device)
+'''
+
+
+@dataclass
+class Chosen:
+    """One run's part in the patch: its task, its best kernel, or why it is left out."""
+
+    run_dir: str
+    name: str  # the task's stem in the capture
+    share: float  # of the captured forward's time
+    calls: int  # per forward, as captured
+    speedup: float | None  # the kernel's verdict speedup over the task's reference
+    program: int | None  # iteration of the best program
+    why: str | None = None  # None: in the patch
+
+
+def read_capture(capture_dir: Path) -> dict:
+    path = capture_dir / CAPTURE_MANIFEST
+    if not path.is_file():
+        raise UserError(f"--capture {capture_dir}: no {CAPTURE_MANIFEST} (not a folder `kernelsmith capture` wrote)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(manifest.get("entry"), str) and isinstance(manifest.get("tasks"), list)
+    except (ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise UserError(f"--capture {capture_dir}: {CAPTURE_MANIFEST} is not a capture's")
+    return manifest
+
+
+def _same(a: str, b: str) -> bool:
+    norm = lambda s: s.lstrip("\ufeff").replace("\r\n", "\n").strip()
+    return norm(a) == norm(b)
+
+
+def choose(
+    run_dirs: list[Path], capture_dir: Path, manifest: dict, min_speedup: float = 1.0
+) -> list[tuple[Chosen, str | None, dict]]:
+    """(what each run gives, its best kernel's code or None, its capture task) in the capture's rank order."""
+    written = {t["file"]: t for t in manifest["tasks"] if t.get("file")}
+    sources = {f: (capture_dir / f).read_text(encoding="utf-8") for f in written if (capture_dir / f).is_file()}
+    picked: dict[str, tuple[Chosen, str | None, dict]] = {}
+    for run_dir in run_dirs:
+        store = RunStore.open_readonly(run_dir)
+        try:
+            task_source = store.get_meta("task_source") or ""
+            best = store.best()
+        finally:
+            store.close()
+        file = next((f for f, text in sources.items() if _same(text, task_source)), None)
+        if file is None:
+            raise UserError(f"{run_dir}: its task is none of the task files in --capture {capture_dir}")
+        if file in picked:
+            raise UserError(f"{run_dir} and {picked[file][0].run_dir} are runs on the same task {file}: give one")
+        task = written[file]
+        chosen = Chosen(str(run_dir), Path(file).stem, task["share"], task["calls"], None, None)
+        if best is None or best.code is None:
+            chosen.why = "no successful program in the run"
+        else:
+            chosen.speedup, chosen.program = best.speedup, best.iteration
+            if best.speedup is None or best.speedup < min_speedup:
+                speedup = f"{best.speedup or 0:.3g}x"
+                chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
+        picked[file] = (chosen, best.code if best is not None and chosen.why is None else None, task)
+    return [picked[f] for f in sorted(picked, key=lambda f: written[f]["rank"])]
+
+
+def _prepare(out: Path) -> None:
+    """A new or empty folder, or a previous patch's (replaced); anything else is refused."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is not a directory")
+    if out.exists() and any(out.iterdir()):
+        if not (out / PATCH_MANIFEST).is_file():
+            raise UserError(f"--out {out} is not empty and holds no previous patch ({PATCH_MANIFEST}): choose another")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[Chosen, str | None, dict]]) -> int:
+    """The patch folder: the runtime, each kept kernel beside its task, patch.json, __init__.py.
+    Returns how many kernels it holds."""
+    kept = [(c, code, t) for c, code, t in picks if code is not None]
+    if not kept:
+        raise UserError("no run gives a kernel to apply: " + "; ".join(f"{c.name}: {c.why}" for c, _, _ in picks))
+    _prepare(out)
+    (out / "tasks").mkdir()
+    (out / "kernels").mkdir()
+    here = Path(__file__).parent
+    for name in RUNTIME:
+        shutil.copyfile(here / name, out / name)
+    entries = []
+    for chosen, code, task in kept:
+        shutil.copyfile(capture_dir / task["file"], out / "tasks" / task["file"])
+        (out / "kernels" / task["file"]).write_text(code or "", encoding="utf-8")
+        entries.append(
+            dict(
+                name=chosen.name,
+                task=f"tasks/{task['file']}",
+                kernel=f"kernels/{task['file']}",
+                scopes=task.get("scopes") or [""],
+                calls=chosen.calls,
+                share=chosen.share,
+                speedup=chosen.speedup,
+                run_dir=chosen.run_dir,
+                program=chosen.program,
+            )
+        )
+    spec = dict(entry=manifest["entry"], device=manifest.get("device", "cpu"), kernels=entries)
+    (out / PATCH_MANIFEST).write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    package = out.resolve().name if out.resolve().name.isidentifier() else "my_patch"
+    (out / "__init__.py").write_text(INIT.format(entry=manifest["entry"], package=package), encoding="utf-8")
+    return len(entries)
+
+
+@dataclass
+class Applied:
+    out_dir: str
+    entry: str
+    device: str
+    kernels: list[Chosen]
+    e2e: E2E | None  # None: --no-check
+
+    @property
+    def ok(self) -> bool:
+        """The check passed: outputs match, every kernel took its regions, no timer was replaced."""
+        if self.e2e is None:
+            return True
+        e = self.e2e
+        applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
+        return e.outputs_match and e.forged is None and all(self.took(c) for c in applied)
+
+    def took(self, c: Chosen) -> bool:
+        """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
+        if self.e2e is None:
+            return True
+        return self.e2e.fired.get(self.e2e.merged.get(c.name, c.name), 0) > 0
+
+
+def apply_runs(
+    run_dirs: list[Path],
+    capture_dir: Path,
+    out: Path,
+    device: str | None = None,
+    check_e2e: bool = True,
+    reps: int = 10,
+    atol: float | None = None,
+    rtol: float | None = None,
+    min_speedup: float = 1.0,
+) -> Applied:
+    """Write the patch for the runs' best kernels; unless told not to, check it on the captured model."""
+    manifest = read_capture(capture_dir)
+    device = device or manifest.get("device", "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA GPU is visible here")
+    picks = choose(run_dirs, capture_dir, manifest, min_speedup)
+    write_patch(out, capture_dir, manifest, picks)
+    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None)
+    if check_e2e:
+        if device == "cpu":  # Triton kernels run on the CPU in its interpreter, as the sandboxes run them
+            os.environ["TRITON_INTERPRET"] = "1"
+        timers = current_timers()  # before any kernel module is imported
+        entry = call_entry(manifest["entry"], device)
+        try:
+            patch = install(entry.model, out, device)
+        except PatchError as exc:
+            raise UserError(f"the patch does not fit the model: {exc}") from None
+        try:
+            applied.e2e = check(entry, patch, device, reps, atol, rtol, timers)
+        finally:
+            patch.remove()
+    (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
+    return applied

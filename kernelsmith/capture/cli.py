@@ -1,0 +1,80 @@
+"""`kernelsmith apply`: the runs' best kernels as a patch for the captured model, checked end to end. Thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kernelsmith.cli_console import stdout_console
+from kernelsmith.cli_errors import check_paths, fail
+from kernelsmith.device import Device
+from kernelsmith.errors import UserError
+
+console = stdout_console()
+
+
+def apply_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="run directories of searches on the capture's task files"),
+    capture_dir: Path = typer.Option(..., "--capture", help="the folder `kernelsmith capture` wrote"),
+    out: Path = typer.Option(..., "--out", help="the patch folder to write (an importable package)"),
+    device: Device | None = typer.Option(None, help="where the check runs the model (default: the capture's)"),
+    check: bool = typer.Option(True, "--check/--no-check", help="run the end-to-end check (outputs and time)"),
+    reps: int = typer.Option(10, "--reps", min=2, help="forwards timed before and after, each"),
+    atol: float | None = typer.Option(None, help="absolute tolerance (default: the verdict's for the dtype)"),
+    rtol: float | None = typer.Option(None, help="relative tolerance (default: the verdict's for the dtype)"),
+    min_speedup: float = typer.Option(
+        1.0, "--min-speedup", min=0.0, help="leave out kernels whose verdict speedup is below this (CPU: use 0)"
+    ),
+) -> None:
+    """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
+    end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
+    forward's time before and after (docs/capture.md). Exit 1 when the check fails."""
+    from kernelsmith.capture.apply import apply_runs
+
+    check_paths("dir", "RUN_DIR", *run_dirs)
+    check_paths("dir", "--capture", capture_dir)
+    try:
+        done = apply_runs(
+            run_dirs, capture_dir, out, device.value if device else None, check, reps, atol, rtol, min_speedup
+        )
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+        return
+    e2e = done.e2e
+    table = Table(title=f"{done.entry}: patch in {done.out_dir}/ ({done.device})")
+    for col in ("task", "share", "kernel speedup", "calls", "taken per forward", "status"):
+        table.add_column(col)
+    for c in done.kernels:
+        merged = e2e.merged.get(c.name) if e2e is not None else None
+        taken = "-" if e2e is None or c.why or merged else f"{e2e.fired.get(c.name, 0):g}"
+        status = c.why or ("applied" if done.took(c) else "[red]never took its region[/]")
+        if merged and not c.why:
+            status = f"same ops as {merged}: that kernel takes its regions"
+        if e2e is not None and c.name in e2e.skipped:
+            status, taken = f"not substituted: {e2e.skipped[c.name]}", "-"
+        speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
+        table.add_row(c.name, f"{c.share:.1%}", speed, str(c.calls), taken, status)
+    console.print(table)
+    if e2e is None:
+        console.print("end-to-end check skipped (--no-check)")
+        raise typer.Exit(0)
+    if not e2e.trials:  # the patched forward raised: the message says how
+        console.print(f"[red]{e2e.mismatch}[/]")
+    elif e2e.outputs_match:
+        console.print(f"outputs match the model's on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
+    else:
+        console.print(f"[red]outputs differ from the model's[/]: {e2e.mismatch}")
+    for t in e2e.timings:
+        b, a = t.before_ms, t.after_ms
+        note = " [dim](within noise)[/]" if t.within_noise else ""
+        note += " [dim](relative only: CPU)[/]" if t.measure == "CPU time" else ""
+        console.print(
+            f"{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
+            f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
+        )
+    if e2e.forged:
+        console.print(f"[red]not trusted[/]: {e2e.forged}")
+    console.print("-> check passed" if done.ok else "-> [red]check failed[/]")
+    raise typer.Exit(0 if done.ok else 1)

@@ -1,0 +1,176 @@
+"""A patch written by `kernelsmith apply`, installed on a live model: torch only, copied into the patch.
+
+    import my_patch                 # the folder `kernelsmith apply --out my_patch` wrote
+    patch = my_patch.apply(model)   # the model's forward now runs the kernels; patch.remove() undoes it
+
+`patch.json` lists each kernel: its task file (the region's aten ops, which give the pattern), its
+candidate file (`ModelNew`), and the module paths whose calls hold the region. While one of those
+module calls runs, the patch's dispatch mode substitutes the region (substitute.py); outside them the
+model runs untouched. `patch.counts` says how often each kernel took its region.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .substitute import Counts, Pattern, PatternError, Substitution, trace
+
+MANIFEST = "patch.json"
+
+
+class PatchError(Exception):
+    """The patch does not fit this model (the reason is the message)."""
+
+
+class Unsubstitutable(PatchError):
+    """A kernel whose region cannot be taken in place (its task's shape, not the kernel's fault)."""
+
+
+def _load(path: Path, label: str):
+    name = f"_ks_patch_{label}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PatchError(f"{path} is not Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton reads a kernel's source through its module
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch.nn.Module]:
+    """One kernel's pattern (from its task) and its ModelNew, both on `device`."""
+    try:
+        task, cand = _load(root / entry["task"], "task"), _load(root / entry["kernel"], "kernel")
+        torch.manual_seed(0)
+        with torch.device(device):
+            inputs = list(task.get_inputs())
+            reference = task.Model(*task.get_init_inputs()).eval()
+            kernel = cand.ModelNew(*task.get_init_inputs()).eval()
+    except Exception as exc:  # the kernel's own code: whatever it raises is its failure to load
+        raise PatchError(f"{entry['name']}: loading its task or kernel raised {type(exc).__name__}: {exc}") from None
+    try:
+        pattern = trace(entry["name"], reference, inputs)
+    except PatternError as exc:
+        raise Unsubstitutable(str(exc)) from None
+    state = dict(kernel.named_parameters()) | dict(kernel.named_buffers())
+    for attr, (shape, _, dtype) in pattern.params.items():
+        have = state.get(attr, getattr(kernel, attr, None))
+        if not isinstance(have, torch.Tensor) or tuple(have.shape) != shape or have.dtype != dtype:
+            raise PatchError(
+                f"{entry['name']}: ModelNew has no tensor `{attr}` of {dtype}{list(shape)} to take the model's own"
+            )
+    return pattern, kernel
+
+
+class Patch:
+    """An installed patch. `active = False` lets the model run as it was (the hooks stay, idle);
+    `remove()` takes the hooks away."""
+
+    def __init__(self, model: torch.nn.Module, mode: Substitution):
+        self.model, self.mode, self.handles = model, mode, []
+        self.active = True
+        self.merged: dict[str, str] = {}  # a kernel whose regions another kernel takes -> that kernel
+        self.skipped: dict[str, str] = {}  # a kernel whose region cannot be taken in place -> why
+
+    @property
+    def counts(self) -> dict[str, Counts]:
+        return self.mode.counts
+
+    def reset_counts(self) -> None:
+        self.mode.counts = {name: Counts() for name in self.mode.kernels}
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _scope(model: torch.nn.Module, path: str) -> torch.nn.Module:
+    if not path:
+        return model
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        raise PatchError(f"the model has no module {path}: is it the model that was captured?") from None
+
+
+def _signature(p: Pattern) -> tuple:
+    """What a pattern matches: its ops up to its last compute op, its inputs and parameters."""
+    steps = tuple((s.func, repr(s.args), tuple(sorted(s.out_meta.items()))) for s in p.steps[: p.last + 1])
+    return steps, tuple(p.input_meta), tuple(sorted(p.params.items()))
+
+
+def _merge(built: dict[str, tuple[Pattern, torch.nn.Module]], entries: list[dict]) -> dict[str, str]:
+    """Kernels of regions that match the same ops (a layer's add + norm and the final one, captured as
+    two tasks that differ in a view after them): one kernel takes them all, the one that fills every
+    value the others fill, the faster by its verdict first. Returns {merged kernel: the one that runs}."""
+    speed = {e["name"]: e.get("speedup") or 0.0 for e in entries}
+    groups: dict[tuple, list[str]] = {}
+    for name, (pattern, _) in built.items():
+        groups.setdefault(_signature(pattern), []).append(name)
+    merged: dict[str, str] = {}
+    for names in groups.values():
+        fills = {n: {b.key for b in built[n][0].bases} for n in names}
+        covering = [n for n in names if all(fills[o] <= fills[n] for o in names)]
+        if len(names) < 2 or not covering:
+            continue
+        keeper = max(covering, key=lambda n: speed[n])
+        merged |= {n: keeper for n in names if n != keeper}
+    return merged
+
+
+def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.device | None = None) -> Patch:
+    root = Path(patch_dir)
+    spec = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    if device is None:
+        first = next(iter(model.parameters()), None)
+        device = first.device if first is not None else torch.device("cpu")
+    built, skipped = {}, {}
+    for entry in spec["kernels"]:
+        try:
+            built[entry["name"]] = build(root, entry, torch.device(device))
+        except Unsubstitutable as exc:
+            skipped[entry["name"]] = str(exc)
+    merged = _merge(built, spec["kernels"])
+    mode = Substitution({name: k for name, k in built.items() if name not in merged})
+    patch = Patch(model, mode)
+    patch.merged, patch.skipped = merged, skipped
+    depth = [0]
+    entered = [False]
+
+    def hooks(name: str):
+        def pre(_module, _args):
+            if not patch.active and not depth[0]:
+                return
+            mode.enabled[name] += 1
+            depth[0] += 1
+            if depth[0] == 1:
+                mode.__enter__()
+                entered[0] = True
+
+        def post(_module, _args, _out):
+            if not entered[0]:
+                return
+            mode.enabled[name] -= 1
+            if not mode.enabled[name]:
+                mode.drop_all(name)
+            depth[0] -= 1
+            if depth[0] == 0:
+                mode.drop_all()
+                mode.__exit__(None, None, None)
+                entered[0] = False
+
+        return pre, post
+
+    for entry in [e for e in spec["kernels"] if e["name"] in built]:
+        for path in entry["scopes"]:
+            module = _scope(model, path)
+            pre, post = hooks(merged.get(entry["name"]) or entry["name"])
+            patch.handles.append(module.register_forward_pre_hook(pre))
+            patch.handles.append(module.register_forward_hook(post, always_call=True))
+    return patch

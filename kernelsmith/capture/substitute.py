@@ -1,0 +1,395 @@
+"""A captured region's kernel run in place of the region's aten ops, inside a model's own forward.
+
+Imports torch only: `kernelsmith apply` copies this file into the patch it writes, so a patched model
+needs no kernelsmith at serving time.
+
+How: the task file of a region replays its aten ops, so running the task's `Model` once under a
+recorder gives the region's pattern (each op, its constants, and where each tensor argument comes
+from: input k, parameter `attr`, or an earlier op's value). While one of the region's module calls
+runs, a TorchDispatchMode compares the ops that arrive with the pattern. Views and tensor creation run
+as usual; the pattern's compute ops are not run but answered with empty tensors of the recorded shape;
+when the last compute op arrives, the kernel (`ModelNew`, bound to the real module's parameters) runs
+once on the region's real inputs and its outputs take the place of the region's. An op outside the
+pattern that reads a deferred value, or writes one of the region's inputs, or the end of the module
+call, first runs the deferred ops for real (the match is dropped), so a partial match never changes
+the model's results. Hand-written because no library substitutes an aten sequence in eager mode.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+_GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
+MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
+
+
+class PatternError(Exception):
+    """A task whose region cannot be substituted in place (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    kind: str  # "in" (an activation, by position), "param" (by attribute), "val" (the n-th value made)
+    key: Any
+
+
+@dataclass
+class Step:
+    func: Any  # OpOverload
+    args: Any  # the op's arguments with tensors as Slot
+    out: Any  # its result with tensors as Slot("val", n)
+    out_meta: dict[int, tuple]  # val n -> (shape, stride, dtype)
+    deferred: bool  # a compute op: answered with an empty tensor, its work done by the kernel
+
+
+@dataclass
+class Pattern:
+    name: str
+    steps: list[Step]
+    n_inputs: int
+    params: dict[str, tuple]  # attribute -> (shape, stride, dtype)
+    outputs: list[Slot]
+    last: int = 0  # index of the last deferred step: the kernel runs there
+    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or reshapes
+    input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
+
+    def __post_init__(self) -> None:
+        self.last = max(i for i, s in enumerate(self.steps) if s.deferred)
+
+
+def _meta(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), tuple(t.stride()), t.dtype
+
+
+def _writes(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    names = [a.name for a in func._schema.arguments]
+    named = dict(zip(names, args)) | kwargs
+    return [
+        named[a.name]
+        for a in func._schema.arguments
+        if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), torch.Tensor)
+    ]
+
+
+def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
+    reads = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves((args, kwargs)))
+    makes = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(result))
+    return not func.is_view and func.overloadpacket.__name__ not in _GLUE and reads and makes
+
+
+class _Tracer(TorchDispatchMode):
+    def __init__(self, slots: dict[int, Slot]):
+        super().__init__()
+        self.slots, self.steps, self.keep = slots, [], []
+        self.values = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if _writes(func, args, kwargs):
+            raise PatternError(f"it writes a tensor in place ({func}); apply substitutes pure regions only")
+
+        def slot_of(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) not in self.slots:
+                raise PatternError(f"op {func} reads a tensor that is not an input, parameter or earlier value")
+            return self.slots[id(x)]
+
+        r_args = pytree.tree_map(slot_of, (args, kwargs))
+        metas: dict[int, tuple] = {}
+
+        def new_val(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            n = self.values
+            self.values += 1
+            self.slots[id(x)] = Slot("val", n)
+            self.keep.append(x)  # alive, so that no later tensor reuses its id
+            metas[n] = _meta(x)
+            return Slot("val", n)
+
+        out = pytree.tree_map(new_val, result)
+        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result)))
+        return result
+
+
+def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
+    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from."""
+    slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    params = dict(model.named_parameters()) | dict(model.named_buffers())
+    slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
+    tracer = _Tracer(slots)
+    with torch.no_grad(), tracer:
+        result = model(*inputs)
+    leaves = list(result) if isinstance(result, (tuple, list)) else [result]
+    outputs = []
+    for leaf in leaves:
+        slot = slots.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
+        if slot is None or slot.kind != "val":
+            raise PatternError("an output of its Model is not a value its ops make")
+        outputs.append(slot)
+    if not any(s.deferred for s in tracer.steps):
+        raise PatternError("its Model runs no compute op")
+    pattern = Pattern(name, tracer.steps, len(inputs), {a: _meta(t) for a, t in params.items()}, outputs)
+    pattern.input_meta = [_meta(t) for t in inputs]
+    pattern.bases = [_base(pattern, o) for o in outputs]
+    return pattern
+
+
+def _base(pattern: Pattern, out: Slot) -> Slot:
+    """The value made by the last compute op or before that `out` is, or reshapes (a view the region
+    borrowed at its end, such as `view` before the next Linear, runs in the model on the kernel's output)."""
+    slot = out
+    while True:
+        step = next(s for s in pattern.steps if slot.key in s.out_meta)
+        if pattern.steps.index(step) <= pattern.last:
+            return slot
+        ins = [x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)]
+        if step.func.overloadpacket.__name__ not in _RESHAPES or len(ins) != 1 or ins[0].kind != "val":
+            raise PatternError(f"an output is made by {step.func} after its last compute op")
+        slot = ins[0]
+
+
+_RESHAPES = frozenset("view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias".split())
+
+
+@dataclass
+class Counts:
+    fired: int = 0  # regions the kernel took
+    dropped: int = 0  # partial matches run as the model's own ops
+    recomputed: int = 0  # taken regions whose inner values the model read after all (run for real then)
+
+
+@dataclass
+class _Match:
+    pattern: Pattern
+    pos: int = 0
+    bound: dict[Slot, torch.Tensor] = field(default_factory=dict)
+    deferred: list[tuple[Step, Any, Any]] = field(default_factory=list)  # (step, real args, placeholders)
+    tainted: set[int] = field(default_factory=set)  # ids of placeholders and views of them
+    viewed: set[int] = field(default_factory=set)  # placeholders a view was taken of
+    inner: set[int] = field(default_factory=set)  # placeholders (and their views) that no output fills
+
+    def fits(self, template, actual) -> bool:
+        if isinstance(template, Slot):
+            if not isinstance(actual, torch.Tensor):
+                return False
+            have = self.bound.get(template)
+            if have is not None:
+                return have is actual
+            if template.kind == "val":
+                return False
+            metas = self.pattern.params if template.kind == "param" else self.pattern.input_meta
+            return _meta(actual) == metas[template.key]
+        if isinstance(template, (list, tuple)):
+            return (
+                isinstance(actual, (list, tuple))
+                and len(template) == len(actual)
+                and all(self.fits(t, a) for t, a in zip(template, actual))
+            )
+        if isinstance(template, dict):
+            return (
+                isinstance(actual, dict)
+                and template.keys() == actual.keys()
+                and all(self.fits(template[k], actual[k]) for k in template)
+            )
+        if isinstance(template, torch.device):
+            return isinstance(actual, torch.device) and template.type == actual.type
+        if isinstance(actual, torch.Tensor):
+            return False
+        return type(template) is type(actual) and template == actual
+
+    def bind(self, template, actual) -> None:
+        for t, a in zip(pytree.tree_leaves(template), pytree.tree_leaves(actual)):
+            if isinstance(t, Slot) and isinstance(a, torch.Tensor):
+                self.bound.setdefault(t, a)
+
+
+class Substitution(TorchDispatchMode):
+    """The dispatch mode a patch enters while one of its regions' module calls runs."""
+
+    def __init__(self, kernels: dict[str, tuple[Pattern, torch.nn.Module]]):
+        super().__init__()
+        self.kernels = kernels
+        self.enabled: dict[str, int] = {name: 0 for name in kernels}
+        self.open: list[_Match] = []
+        self.fired: list[_Match] = []  # taken in this module call, kept to recompute an inner value read late
+        self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
+        self._bound: dict[tuple, torch.nn.Module] = {}
+
+    # -- the op stream
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for match in list(self.open):
+            step = match.pattern.steps[match.pos]
+            if step.func is func and match.fits(step.args, (args, kwargs)):
+                return self._advance(match, step, args, kwargs)
+        reads = {id(x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)}
+        written = {id(x) for x in _writes(func, args, kwargs)}
+        for match in list(self.open):
+            if reads & match.tainted or any(id(t) in written for t in match.bound.values()):
+                self._drop(match)
+        for match in list(self.fired):
+            if reads & match.inner or any(id(t) in written for t in match.bound.values()):
+                self._recompute(match)
+        for name, (pattern, _) in self.kernels.items():
+            first = pattern.steps[0]
+            if self.enabled[name] and first.func is func:
+                match = _Match(pattern)
+                if match.fits(first.args, (args, kwargs)):
+                    self.open.append(match)
+                    if len([m for m in self.open if m.pattern is pattern]) > MAX_OPEN:
+                        self._drop(next(m for m in self.open if m.pattern is pattern))
+                    return self._advance(match, first, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _advance(self, match: _Match, step: Step, args: tuple, kwargs: dict):
+        match.bind(step.args, (args, kwargs))
+        index, match.pos = match.pos, match.pos + 1
+        if not step.deferred:  # a view or a creation: run it; a view of a placeholder is tainted
+            result = step.func(*args, **kwargs)
+            ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+            made = {id(x) for x in pytree.tree_leaves(result) if isinstance(x, torch.Tensor)}
+            if any(id(x) in match.tainted for x in ins):
+                match.viewed |= {id(x) for x in ins}
+                match.tainted |= made
+            if any(id(x) in match.inner for x in ins):
+                match.inner |= made
+            match.bind(step.out, result)
+            return result
+        if index == match.pattern.last:
+            return self._fire(match, step, args, kwargs)
+        device = next(x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
+
+        def placeholder(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            shape, stride, dtype = step.out_meta[slot.key]
+            return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+
+        result = pytree.tree_map(placeholder, step.out)
+        match.deferred.append((step, (args, kwargs), result))
+        match.tainted |= {id(x) for x in pytree.tree_leaves(result) if isinstance(x, torch.Tensor)}
+        filled = {b.key for b in match.pattern.bases}
+        for slot, x in zip(pytree.tree_leaves(step.out), pytree.tree_leaves(result)):
+            if isinstance(slot, Slot) and slot.key not in filled:
+                match.inner.add(id(x))
+        match.bind(step.out, result)
+        return result
+
+    def _kernel(self, match: _Match) -> torch.nn.Module:
+        """The kernel module bound to this occurrence's real parameters (one per parameter set)."""
+        pattern, base = self.kernels[match.pattern.name]
+        real = {attr: match.bound[Slot("param", attr)] for attr in pattern.params}
+        key = (pattern.name, *(id(t) for t in real.values()))
+        made = self._bound.get(key)
+        if made is None:
+            made = copy.copy(base)
+            made._parameters, made._buffers = dict(base._parameters), dict(base._buffers)
+            for attr, t in real.items():
+                if attr in made._parameters:
+                    made._parameters[attr] = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, False)
+                elif attr in made._buffers:
+                    made._buffers[attr] = t
+                else:
+                    object.__setattr__(made, attr, t)
+            self._bound[key] = made
+        return made
+
+    def _fire(self, match: _Match, step: Step, args: tuple, kwargs: dict):
+        pattern = match.pattern
+        inputs = [match.bound.get(Slot("in", k)) for k in range(pattern.n_inputs)]
+        unbound = any(Slot("param", a) not in match.bound for a in pattern.params)
+        if unbound or any(x is None for x in inputs):  # read only after the last compute op: run for real
+            self._drop(match)
+            return step.func(*args, **kwargs)
+        self.open.remove(match)
+        outs = self._kernel(match)(*inputs)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        if len(outs) != len(pattern.outputs):
+            have, want = len(outs), len(pattern.outputs)
+            raise RuntimeError(f"{pattern.name}: the kernel returned {have} outputs, the region {want}")
+        values: dict[int, torch.Tensor] = {}
+        for slot, base, got in zip(pattern.outputs, pattern.bases, outs):
+            shape, _, dtype = _expected(pattern, slot)
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape or got.dtype != dtype:
+                what = f"{got.dtype}{list(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
+                want = f"{dtype}{list(shape)}"
+                raise RuntimeError(f"{pattern.name}: the kernel returned {what} where the region makes {want}")
+            if base.key not in values:  # an output that is a view of another output follows from it
+                values[base.key] = got if base == slot else got.reshape(_expected(pattern, base)[0])
+        here: dict[int, torch.Tensor] = {}
+        for key, got in values.items():
+            shape, stride, _ = _expected(pattern, Slot("val", key))
+            if key in step.out_meta:
+                here[key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
+                continue
+            held = match.bound[Slot("val", key)]
+            if id(held) not in match.viewed and tuple(got.stride()) == stride:
+                held.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
+            else:
+                held.copy_(got)
+        self.counts[pattern.name].fired += 1
+        if match.inner:
+            self.fired.append(match)
+            if len([m for m in self.fired if m.pattern is pattern]) > MAX_OPEN:
+                self.fired.remove(next(m for m in self.fired if m.pattern is pattern))
+        device = outs[0].device
+
+        def answer(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            if slot.key in here:
+                return here[slot.key]
+            shape, stride, dtype = step.out_meta[slot.key]
+            return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+
+        return pytree.tree_map(answer, step.out)
+
+    def _drop(self, match: _Match) -> None:
+        """Run a partial match's deferred ops for real, in order, into the tensors already handed out."""
+        if match in self.open:
+            self.open.remove(match)
+        for step, (a, kw), given in match.deferred:
+            real = step.func(*a, **kw)
+            for g, r in zip(pytree.tree_leaves(given), pytree.tree_leaves(real)):
+                if isinstance(g, torch.Tensor):
+                    g.copy_(r)
+        if match.deferred:
+            self.counts[match.pattern.name].dropped += 1
+
+    def _recompute(self, match: _Match) -> None:
+        """A taken region whose inner value the model reads after all: its ops run for real into the
+        inner placeholders (the outputs keep the kernel's values)."""
+        self.fired.remove(match)
+        for step, (a, kw), given in match.deferred:
+            real = step.func(*a, **kw)
+            for g, r in zip(pytree.tree_leaves(given), pytree.tree_leaves(real)):
+                if isinstance(g, torch.Tensor) and id(g) in match.inner:
+                    g.copy_(r)
+        self.counts[match.pattern.name].recomputed += 1
+
+    def drop_all(self, name: str | None = None) -> None:
+        """At the end of a module call: its partial matches run for real (with no mode on: from a hook)."""
+        with _disable_current_modes():
+            for match in [m for m in self.open if name is None or m.pattern.name == name]:
+                self._drop(match)
+        self.fired = [m for m in self.fired if name is not None and m.pattern.name != name]
+
+
+def _expected(pattern: Pattern, slot: Slot) -> tuple:
+    for step in pattern.steps:
+        if slot.key in step.out_meta:
+            return step.out_meta[slot.key]
+    raise KeyError(slot)
+
+
+def _restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
+    return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)

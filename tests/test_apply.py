@@ -1,0 +1,277 @@
+"""`kernelsmith apply`: the best kernels of runs on captured tasks, substituted into the model and
+checked end to end (CPU; the Llama case with the Triton interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.capture.e2e import check, current_timers
+from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.patch_runtime import PatchError, install
+from kernelsmith.capture.run import capture
+
+LLAMA = REPO / "examples/llama_decode/model.py"
+KS = Path(sys.executable).parent / "kernelsmith"
+
+BLOCK = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 48)
+        self.weight = nn.Parameter(torch.rand(48) + 0.5)
+
+    def forward(self, x):
+        h = self.proj(x)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return torch.nn.functional.gelu(h)
+
+
+class Peek(Block):
+    '''The same first ops, but the model reads the mean of squares itself before the norm ends.'''
+
+    def forward(self, x):
+        h = self.proj(x)
+        ms = h.pow(2).mean(-1, keepdim=True)
+        seen = ms.sum() * 0
+        h = h * torch.rsqrt(ms + 1e-6) * self.weight
+        return torch.nn.functional.gelu(h) + seen
+
+
+class Late(Block):
+    '''The same region, but the model reads its inner mean of squares after the region has ended.'''
+
+    def forward(self, x):
+        h = self.proj(x)
+        ms = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(ms + 1e-6) * self.weight
+        return torch.nn.functional.gelu(h) + ms.sum()
+
+
+class InPlace(Block):
+    def forward(self, x):
+        h = self.proj(x)
+        h.mul_(2.0)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return torch.nn.functional.gelu(h)
+
+
+def make():
+    torch.manual_seed(0)
+    return Block(), (torch.randn(4, 32),)
+
+
+def make_in_place():
+    torch.manual_seed(0)
+    return InPlace(), (torch.randn(4, 32),)
+"""
+
+# A kernel for the norm region, written with other ops than the model's (so that the test can see
+# which ran): F.rms_norm, then gelu.
+HONEST = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn([48], dtype=torch.float32), requires_grad=False)
+
+    def forward(self, x0):
+        return F.gelu(F.rms_norm(x0, [48], self.weight, 1e-6))
+"""
+# Right on its task (same seed, same weights), wrong in the model: it copied the weight at __init__.
+KEPT_WEIGHTS = HONEST.replace(
+    "requires_grad=False)\n",
+    "requires_grad=False)\n        self.register_buffer('frozen', self.weight.detach().clone())\n",
+).replace("self.weight, 1e-6", "self.frozen, 1e-6")
+
+
+class Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def block(tmp_path: Path):
+    path = tmp_path / "block_model.py"
+    path.write_text(textwrap.dedent(BLOCK))
+    entry = f"{path}:make"
+    done = capture(entry, tmp_path / "cap")
+    norm = next(t for t in done.tasks if t.file and "gelu.default" in t.ops)
+    manifest = json.loads((tmp_path / "cap/capture.json").read_text())
+    return entry, tmp_path / "cap", manifest, next(t for t in manifest["tasks"] if t["name"] == norm.name)
+
+
+def _patch(block, tmp_path: Path, code: str, name: str = "patch_a") -> Path:
+    _, cap, manifest, task = block
+    chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
+    write_patch(tmp_path / name, cap, manifest, [(chosen, code, task)])
+    return tmp_path / name
+
+
+def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path):
+    entry = call_entry(block[0], "cpu")
+    model, (x,) = entry.model, entry.args
+    with torch.no_grad(), Count() as before:
+        want = model(x)
+    patch = install(model, _patch(block, tmp_path, HONEST))
+    assert patch.mode.kernels and block[3]["scopes"] == [""]  # the region runs in the model's own forward
+    with torch.no_grad(), Count() as after:
+        got = model(x)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+    name = next(iter(patch.counts))
+    assert patch.counts[name].fired == 1 and patch.counts[name].dropped == 0
+    # The region's ops did not run (the kernel's rms_norm did); the GEMM outside it still did.
+    assert after.ops.get("rsqrt", 0) == 0 and after.ops.get("pow", 0) == 0 and before.ops["rsqrt"] == 1
+    assert after.ops.get("addmm") == before.ops["addmm"] == 1
+    patch.remove()
+    with torch.no_grad(), Count() as removed:
+        again = model(x)
+    assert torch.equal(again, want) and removed.ops == before.ops
+
+
+@pytest.mark.parametrize("variant, fired, dropped, recomputed", [("Peek", 0, 1, 0), ("Late", 1, 0, 1)])
+def test_a_value_the_model_reads_itself_is_computed_for_real(block, tmp_path, variant, fired, dropped, recomputed):
+    namespace: dict = {}
+    exec(textwrap.dedent(BLOCK), namespace)
+    torch.manual_seed(0)
+    model, x = namespace[variant]().eval(), torch.randn(4, 32)
+    with torch.no_grad():
+        want = model(x)
+        patch = install(model, _patch(block, tmp_path, HONEST))
+        got = model(x)
+    counts = next(iter(patch.counts.values()))
+    # Peek reads the deferred mean before the region ends: the match is dropped, its ops run for real.
+    # Late reads it after the kernel took the region: the region's ops run then, for that value.
+    assert (counts.fired, counts.dropped, counts.recomputed) == (fired, dropped, recomputed)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_kernel_without_the_module_parameter_is_refused_in_one_line(block, tmp_path: Path):
+    entry = call_entry(block[0], "cpu")
+    code = HONEST.replace("self.weight = nn.Parameter(", "self.scale = nn.Parameter(").replace(
+        "self.weight,", "self.scale,"
+    )
+    with pytest.raises(PatchError) as exc:
+        install(entry.model, _patch(block, tmp_path, code))
+    assert "ModelNew has no tensor `weight`" in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(PatchError, match="loading its task or kernel raised NameError"):
+        install(entry.model, _patch(block, tmp_path, HONEST + "\nundefined_name\n", "patch_b"))
+
+
+def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Path):
+    path = tmp_path / "block_model.py"
+    path.write_text(textwrap.dedent(BLOCK))
+    capture(f"{path}:make_in_place", tmp_path / "cap")
+    manifest = json.loads((tmp_path / "cap/capture.json").read_text())
+    task = next(t for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
+    assert "mul_.Tensor" in task["ops"]
+    chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
+    write_patch(tmp_path / "p", tmp_path / "cap", manifest, [(chosen, HONEST, task)])
+    entry = call_entry(f"{path}:make_in_place", "cpu")
+    patch = install(entry.model, tmp_path / "p")
+    assert patch.skipped == {
+        chosen.name: "it writes a tensor in place (aten.mul_.Tensor); apply substitutes pure regions only"
+    }
+    assert not patch.mode.kernels and not patch.handles
+
+
+def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):
+    timers = current_timers()
+    entry = call_entry(block[0], "cpu")
+    honest = check(entry, install(entry.model, _patch(block, tmp_path, HONEST)), "cpu", reps=2, timers=timers)
+    assert honest.outputs_match and honest.forged is None and list(honest.fired.values()) == [1.0]
+    assert [t.measure for t in honest.timings] == ["CPU time"] and honest.trials == 3
+    entry = call_entry(block[0], "cpu")
+    kept = check(entry, install(entry.model, _patch(block, tmp_path, KEPT_WEIGHTS, "patch_k")), "cpu", reps=2)
+    assert not kept.outputs_match and "out of tolerance" in (kept.mismatch or "") and not kept.timings
+    raises = HONEST.replace("return F.gelu(", "raise RuntimeError('launch failed\\nat line 3')\n        return F.gelu(")
+    entry = call_entry(block[0], "cpu")
+    failed = check(entry, install(entry.model, _patch(block, tmp_path, raises, "patch_r")), "cpu", reps=2)
+    assert not failed.outputs_match and failed.trials == 0
+    assert failed.mismatch == "the patched model raised RuntimeError: launch failed at line 3"
+
+
+def test_redrawn_inputs_differ_and_keep_integers(block):
+    from kernelsmith.capture.e2e import _redraw
+
+    base = ((torch.randn(8, 4), torch.arange(5)), {"cache": [torch.randn(3)]})
+    fresh = _redraw(base, 1)
+    assert not torch.equal(fresh[0][0], base[0][0]) and torch.equal(fresh[0][1], base[0][1])
+    assert not torch.equal(fresh[1]["cache"][0], base[1]["cache"][0]) and fresh[0][0].shape == (8, 4)
+
+
+def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
+    """examples/llama_decode/run.sh as a user runs it: capture, seeds of our own, tune, apply."""
+    pytest.importorskip("transformers")
+    env = dict(os.environ, DEVICE="cpu", ITERS="1", WORK=str(tmp_path / "work"))
+    env["PATH"] = f"{KS.parent}:{env['PATH']}"
+    p = subprocess.run(
+        ["bash", "examples/llama_decode/run.sh"], capture_output=True, text=True, cwd=REPO, env=env, timeout=900
+    )
+    out = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "outputs match the model's on 3 inputs" in out and "-> check passed" in out and "CPU time per forward" in out
+    work = tmp_path / "work"
+    seeds = sorted(f.name for f in (work / "seeds").iterdir())
+    assert any("silu_mul" in s for s in seeds) and any(s.endswith("_llamarmsnorm.py") for s in seeds)
+    applied = json.loads((work / "decode_patch/apply.json").read_text())
+    kernels = {k["name"]: k for k in applied["kernels"]}
+    assert len(kernels) == len(seeds) and all(k["why"] is None for k in kernels.values())
+    e2e = applied["e2e"]
+    # Every kernel took its regions, itself or through the one its ops merged into (the final add +
+    # norm is the layers' add + norm with one view more after it).
+    assert all(e2e["fired"].get(e2e["merged"].get(n, n), 0) >= 1 for n in kernels)
+    assert any("silu_mul" in n and e2e["fired"][n] == 2 for n in e2e["fired"])  # both layers' MLPs
+    # The patch is a package that needs torch only: import it in a fresh interpreter and use it.
+    use = f"""
+import copy, sys, torch
+sys.path.insert(0, {str(LLAMA.parent)!r})
+import decode_patch
+from model import tiny_decode_step
+model, inputs = tiny_decode_step()
+with torch.no_grad():
+    want = model(**copy.deepcopy(inputs)).logits
+    patch = decode_patch.apply(model)
+    got = model(**copy.deepcopy(inputs)).logits
+print(torch.allclose(got, want, atol=1e-5), sum(c.fired for c in patch.counts.values()) > 0)
+"""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    q = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, cwd=work, env=env, timeout=300)
+    assert q.stdout.split("\n")[-2] == "True True", q.stdout + q.stderr
+    # Bad input: one line, exit 2, nothing written over.
+    run = lambda *a: subprocess.run([str(KS), "apply", *a], capture_output=True, text=True, cwd=work, timeout=300)
+    runs = sorted(str(d) for d in (work / "runs").iterdir())
+    p = run(*runs, "--capture", "capture", "--out", "p1")
+    assert p.returncode == 2 and "below --min-speedup 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    (work / "mine").mkdir()
+    (work / "mine/notes.txt").write_text("keep")
+    p = run(*runs, "--capture", "capture", "--out", "mine", "--min-speedup", "0")
+    assert p.returncode == 2 and "holds no previous patch" in p.stderr and (work / "mine/notes.txt").exists()
+    p = run(runs[0], "--capture", "seeds", "--out", "p2")
+    assert p.returncode == 2 and "no capture.json" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = run(runs[0], runs[0], "--capture", "capture", "--out", "p3")
+    assert p.returncode == 2 and "are runs on the same task" in p.stderr
