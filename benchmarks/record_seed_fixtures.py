@@ -8,8 +8,8 @@ kernel was compiled or run, so nothing was autotuned; each kernel's launch confi
 the configs its heuristics offer (record.json says so per kernel, in `chosen_by`). Inductor's
 attention-pattern and misc pattern passes are registered with CPU example tensors (they build real
 tensors at registration, which a fake CUDA device cannot), and a convolution's output layout is
-cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN). On a GPU, `kernelsmith seed --record
-DIR` records the real thing (benchmarks/device_seed.sh).
+cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN).
+On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device_seed.sh).
 
 Usage: python benchmarks/record_seed_fixtures.py [NAME ...]   (default: every tests/cases/seed/*/)
 """

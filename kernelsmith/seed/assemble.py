@@ -9,6 +9,8 @@ own definitions (its Model, so that ModelNew builds the same parameters in the s
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -148,7 +150,9 @@ def candidate_source(record: InductorRecord, task: Task) -> str:
     kernels: dict[str, SeedKernel] = {n: read_kernel(n, src) for n, src in code.kernels.items()}
     call, launched = rewrite_call(code.call, kernels, record.launches)
     if not launched:
-        raise NoOwnKernel("Inductor's code launches no Triton kernel (library calls only): no kernel of its own to seed")
+        raise NoOwnKernel(
+            "Inductor's code launches no Triton kernel (library calls only): no kernel of its own to seed"
+        )
     functions = [s for n in dict.fromkeys(launched) for s in kernels[n].statements if not _binds(s).isdisjoint({n})]
     imports_pool = [s for n in dict.fromkeys(launched) for s in kernels[n].statements if s not in functions]
     result = "outputs[0]" if record.single_output else "tuple(outputs)"
@@ -164,4 +168,4 @@ def candidate_source(record: InductorRecord, task: Task) -> str:
     doc = f'"""Seed for {task.name}: Inductor\'s code ({how}) as a self-contained candidate (kernelsmith seed)."""\n'
     task_part = [task_part[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]), *task_part[1:]]
     body = [_spaced(s) for s in seed] + [_spaced(s) for s in task_part]
-    return doc + "\n" + cst.Module(body=body).code.strip() + "\n\n" + tail
+    return doc + "\n" + cst.Module(body=cast(list, body)).code.strip() + "\n\n" + tail

@@ -13,6 +13,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from unittest import mock
 
 import torch
@@ -85,7 +86,7 @@ def inductor_options(max_autotune: bool) -> dict:
     return {"cpp_wrapper": False, "max_autotune": max_autotune, "triton.cudagraphs": False}
 
 
-def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable, str]:
+def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable[..., object], str]:
     """Inductor's compiled function and its output code (Python wrapper) for `flat`."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
@@ -101,7 +102,7 @@ def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable
         raise SeedError(f"Inductor could not compile the task: {one_line(str(exc) or repr(exc), 200)}") from None
     if len(codes) != 1:
         raise SeedError(f"Inductor wrote {len(codes)} output codes for the task, not one")
-    return compiled, codes[0]
+    return cast(Callable[..., object], compiled), codes[0]
 
 
 def _loaded_module(code: str) -> types.ModuleType:
@@ -123,9 +124,10 @@ def chosen_launches(code: str, device_name: str) -> dict[str, LaunchConfig]:
     for name, kernel in vars(_loaded_module(code)).items():
         if not isinstance(kernel, CachingAutotuner):
             continue
-        configs = [launcher.config for launcher in kernel.launchers] or list(kernel.configs)
+        offered = list(kernel.configs or ())
+        configs = [launcher.config for launcher in kernel.launchers] or offered
         if len(configs) == 1:
-            how = f"autotuned on {device_name} among {len(kernel.configs)}" if len(kernel.configs) > 1 else "its only"
+            how = f"autotuned on {device_name} among {len(offered)}" if len(offered) > 1 else "its only"
         else:
             how = f"first of {len(configs)}: the kernel did not run, nothing chose"
         c = configs[0]

@@ -33,8 +33,8 @@ _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_
 DEVICE = "buffers_device"  # the parameter the rewritten call takes: where its buffers go
 
 
-def _dotted(expr: cst.BaseExpression) -> cst.BaseExpression:
-    return cst.parse_expression(expr) if isinstance(expr, str) else expr
+def _dotted(name: str) -> cst.BaseExpression:
+    return cst.parse_expression(name)
 
 
 class _CallRewriter(cst.CSTTransformer):
@@ -51,11 +51,15 @@ class _CallRewriter(cst.CSTTransformer):
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
         """Drop `torch.cuda.set_device(0)` and `raw_stream0 = get_raw_stream(0)`; their comments stay."""
-        set_device = m.Expr(value=m.Call(func=m.Attribute(value=m.Attribute(attr=m.Name("cuda")), attr=m.Name("set_device"))))
+        set_device = m.Expr(
+            value=m.Call(func=m.Attribute(value=m.Attribute(attr=m.Name("cuda")), attr=m.Name("set_device")))
+        )
         stream = m.Assign(value=m.Call(func=m.Name("get_raw_stream")))
-        body: list[cst.BaseStatement] = []
+        body: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
         comments: list[cst.EmptyLine] = []
         for stmt in updated_node.body:
+            if not isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                raise SeedError("Inductor's call(args) holds a statement kernelsmith does not know")
             if isinstance(stmt, cst.SimpleStatementLine) and all(m.matches(s, set_device | stream) for s in stmt.body):
                 comments += stmt.leading_lines
                 continue
@@ -66,11 +70,15 @@ class _CallRewriter(cst.CSTTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         func = updated_node.func
         if m.matches(func, m.Attribute(value=m.Name(), attr=m.Name("run"))):
-            return self._launch(cst.ensure_type(cst.ensure_type(func, cst.Attribute).value, cst.Name).value, updated_node)
+            return self._launch(
+                cst.ensure_type(cst.ensure_type(func, cst.Attribute).value, cst.Name).value, updated_node
+            )
         if m.matches(func, m.Attribute(value=m.Name("extern_kernels"))):
             name = cst.ensure_type(func, cst.Attribute).attr.value
             if name not in EXTERN_CALLS:
-                raise SeedError(f"Inductor's code calls extern_kernels.{name}, a library call kernelsmith does not know")
+                raise SeedError(
+                    f"Inductor's code calls extern_kernels.{name}, a library call kernelsmith does not know"
+                )
             return updated_node.with_changes(func=_dotted(EXTERN_CALLS[name]))
         if m.matches(func, m.Name("empty_strided_cuda")):
             args = list(updated_node.args)

@@ -12,8 +12,8 @@ class Model(nn.Module):
         return torch.softmax(x, dim=1)
 
 
-batch_size = 64
-dim = 1000
+batch_size = 16
+dim = 300
 
 
 def get_inputs():
