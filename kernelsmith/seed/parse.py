@@ -3,7 +3,7 @@
 The output code of a Python-wrapper compilation (torch 2.x) is a module of: imports and aliases
 (`aten = torch.ops.aten`, `empty_strided_cuda = ...`), one `NAME = async_compile.triton('NAME',
 '''SOURCE''', device_str='cuda')` per Triton kernel, `async_compile.wait(globals())`, the wrapper
-(`def call(args)`, or since torch 2.8 `class Runner` with a method `call(self, args)` and
+(`def call(args)`, or, as torch 2.13 writes it, `class Runner` with a method `call(self, args)` and
 `call = runner.call`), and a benchmark harness (`get_args`, `benchmark_compiled_module`,
 `if __name__ == "__main__"`). Anything else in it is kept as a definition the wrapper may use.
 """
