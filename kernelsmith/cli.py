@@ -578,11 +578,13 @@ def doctor_cmd(
 def _mount_subcommands() -> None:
     from kernelsmith.capture.cli import apply_cmd
     from kernelsmith.data.cli import data_app
+    from kernelsmith.seed.cli import seed_cmd
     from kernelsmith.serve.cli import serve_cmd
     from kernelsmith.train.cli import train_app
 
     app.command("serve")(serve_cmd)
     app.command("apply")(apply_cmd)
+    app.command("seed")(seed_cmd)
     app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
     app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
 

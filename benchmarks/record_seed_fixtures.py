@@ -1,0 +1,173 @@
+"""Record Inductor's CUDA output code for the seed fixtures (tests/cases/seed/NAME/task.py) on a
+machine WITHOUT a GPU: Inductor generates its code for device "cuda" from fake tensors, with the
+CUDA device and Triton's driver faked (an H200's properties, compute capability 9.0).
+
+What is real: the output code is what the installed Inductor's code generation writes for a CUDA
+device at the task's shapes (kernels, fusion, extern GEMM calls, the wrapper). What is not: no
+kernel was compiled or run, so nothing was autotuned; each kernel's launch config is the first of
+the configs its heuristics offer (record.json says so per kernel, in `chosen_by`). Inductor's
+attention-pattern and misc pattern passes are registered with CPU example tensors (they build real
+tensors at registration, which a fake CUDA device cannot), and a convolution's output layout is
+cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN).
+On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device_seed.sh).
+
+Usage: python benchmarks/record_seed_fixtures.py [NAME ...]   (default: every tests/cases/seed/*/)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+import types
+from pathlib import Path
+from unittest import mock
+
+import torch
+import triton
+from torch._inductor import config
+from torch._inductor.compile_fx import compile_fx
+from torch._inductor.graph import GraphLowering
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.driver import CudaDriver
+from triton.runtime import driver as triton_driver
+
+from kernelsmith.seed.inductor import inductor_options, load_task, trace_flat
+from kernelsmith.seed.parse import parse_output_code
+from kernelsmith.seed.record import InductorRecord, LaunchConfig
+from kernelsmith.task import Task
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "cases" / "seed"
+H200 = types.SimpleNamespace(
+    name="NVIDIA H200 (faked)", major=9, minor=0, multi_processor_count=132, total_memory=141 * 2**30,
+    max_threads_per_multi_processor=2048, warp_size=32, regs_per_multiprocessor=65536, max_threads_per_block=1024,
+    shared_memory_per_block_optin=232448, shared_memory_per_multiprocessor=233472, L2_cache_size=50 * 2**20,
+    gcnArchName="", clock_rate=1980000, memory_clock_rate=3201000, memory_bus_width=6144,
+)  # fmt: skip
+
+
+class FakeCudaDriver(CudaDriver):
+    """Triton's CUDA driver answering for a Hopper GPU that is not there (code generation only)."""
+
+    def __init__(self):
+        self.utils, self.launcher_cls = None, None
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_device_capability(self, device=None):
+        return (9, 0)
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+def cudnn_memory_format(input_, weight, backend):
+    """cuDNN's choice (cudnn_conv_suggest_memory_format): channels-last when the input or the weight
+    is; a CPU build of torch, with no cuDNN, would answer for another backend."""
+    from torch._prims_common import suggest_memory_format
+
+    last = {4: torch.channels_last, 5: torch.channels_last_3d}.get(input_.dim())
+    if last is not None and last in (suggest_memory_format(input_), suggest_memory_format(weight)):
+        return last
+    return torch.contiguous_format
+
+
+class CodegenDone(Exception):
+    """Raised where Inductor would load (and compile) the module it just wrote."""
+
+
+def fake_cuda() -> list:
+    import torch._inductor.fx_passes.joint_graph as joint_graph
+
+    triton_driver.set_active(FakeCudaDriver())
+    lazy_init = joint_graph.lazy_init
+    return [
+        mock.patch("torch.cuda.is_available", lambda: True),
+        mock.patch("torch.cuda.device_count", lambda: 1),
+        mock.patch("torch.cuda.current_device", lambda: 0),
+        mock.patch("torch.cuda.get_device_properties", lambda *a, **k: H200),
+        mock.patch("torch.cuda._get_device_properties", lambda *a, **k: H200, create=True),
+        mock.patch("torch.cuda.get_device_capability", lambda *a, **k: (9, 0)),
+        mock.patch("torch.cuda.get_device_name", lambda *a, **k: H200.name),
+        mock.patch("torch.cuda.get_rng_state", lambda *a, **k: torch.zeros(16, dtype=torch.uint8)),
+        mock.patch("torch.cuda.set_rng_state", lambda *a, **k: None),
+        mock.patch("torch.cuda.manual_seed_all", lambda *a, **k: None),
+        mock.patch("torch.cuda.manual_seed", lambda *a, **k: None),
+        mock.patch("torch.cuda._lazy_init", lambda *a, **k: None),
+        mock.patch("torch.cuda._exchange_device", lambda *a, **k: 0),
+        mock.patch("torch.cuda._maybe_exchange_device", lambda *a, **k: 0),
+        mock.patch("torch.cuda.set_device", lambda *a, **k: None),
+        mock.patch("torch.cuda.synchronize", lambda *a, **k: None),
+        mock.patch.object(joint_graph, "lazy_init", lambda input_device=None, **k: lazy_init(torch.device("cpu"), **k)),
+        mock.patch("torch._C._conv_determine_backend_memory_format", cudnn_memory_format),
+        mock.patch("torch._inductor.codecache.PyCodeCache.load_by_key_path", side_effect=CodegenDone),
+    ]
+
+
+def heuristic_launches(code: str) -> dict[str, LaunchConfig]:
+    """Each kernel's configs as its heuristics offer them (its source executed, nothing compiled): the first."""
+    launches = {}
+    for name, source in parse_output_code(code).kernels.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.py"
+            path.write_text(source)
+            spec = importlib.util.spec_from_file_location(f"ks_fixture_{name}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        configs = getattr(module, name).configs
+        c = configs[0]
+        how = "its only" if len(configs) == 1 else f"first of {len(configs)} heuristic configs: no GPU ran them"
+        launches[name] = LaunchConfig(dict(c.kwargs), int(c.num_warps), int(c.num_stages), how)
+    return launches
+
+
+def record(task: Task) -> InductorRecord:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model, inputs = load_task(task, "cpu")  # then each tensor made a fake one of its kind on "cuda"
+    mode = FakeTensorMode()
+
+    def on_fake_cuda(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        with mode:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda")
+
+    model = model._apply(on_fake_cuda)
+    inputs = [on_fake_cuda(x) for x in inputs]
+    flat = trace_flat(model, inputs)
+    codes: list[str] = []
+    options = config.patch(inductor_options(False))
+    with mock.patch.object(GraphLowering, "save_output_code", codes.append), options, torch.no_grad():
+        try:
+            compile_fx(flat.graph, flat.args)
+        except Exception as exc:  # Inductor wraps CodegenDone in its own error
+            if "CodegenDone" not in repr(exc) or len(codes) != 1:
+                raise
+    provenance = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "device": H200.name,
+        "how": "benchmarks/record_seed_fixtures.py: Inductor codegen for a faked CUDA device; nothing compiled or run",
+    }
+    return InductorRecord(codes[0], heuristic_launches(codes[0]), flat.state, flat.tensor_inputs,
+                          flat.single_output, provenance)  # fmt: skip
+
+
+def main(names: list[str]) -> None:
+    for p in fake_cuda():
+        p.start()
+    dirs = [FIXTURES / n for n in names] if names else sorted(p.parent for p in FIXTURES.glob("*/task.py"))
+    for d in dirs:
+        rec = record(Task.from_file(d / "task.py", name=d.name))
+        rec.save(d)
+        print(f"{d.name}: {len(rec.launches)} Triton kernels, {rec.output_code.count('extern_kernels.')} extern calls")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,33 @@
+"""`kernelsmith seed`: a starting candidate for a task from the code torch.compile (Inductor) generates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernelsmith.cli_errors import check_paths, user_errors
+
+
+def seed_cmd(
+    task: Path = typer.Argument(..., help="the task file (KernelBench format)"),
+    out: Path | None = typer.Option(None, "--out", help="where to write the candidate \\[default: TASK_seed.py]"),
+    record: Path | None = typer.Option(
+        None, "--record", help="also keep Inductor's output code and launch configs in this directory"
+    ),
+) -> None:
+    """Compile the task's Model with Inductor on the GPU at the task's shapes and write its code as a
+    self-contained candidate: plain @triton.jit kernels with explicit grids and Inductor's launch
+    configs, library calls kept (docs/seed.md). Exit 2 with one line when there is no seed."""
+    from kernelsmith.seed.seed import seed_task
+    from kernelsmith.task import Task
+
+    with user_errors():
+        check_paths("file", "task", task, out)
+        check_paths("dir", "--record", record)
+        found = seed_task(Task.from_file(task), record)
+    target = out or task.with_name(f"{task.stem}_seed.py")
+    target.write_text(found.source, encoding="utf-8")
+    launches = found.record.launches
+    how = " (max-autotune: the default code had no Triton kernel)" if found.max_autotune else ""
+    print(f"{target}: {len(launches)} Triton kernels from Inductor{how}")

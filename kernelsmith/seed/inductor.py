@@ -1,0 +1,159 @@
+"""Running Inductor on a task: its output code for the task's Model at the task's shapes, and the
+launch configs its kernels ran with.
+
+The Model is traced as one flat function of its parameters, buffers and tensor inputs
+(make_fx over torch.func.functional_call), so the order of `call(args)` is known, and compiled by
+Inductor's own entry (compile_fx) without autograd, as torch.compile compiles inference.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+from unittest import mock
+
+import torch
+
+from kernelsmith.errors import one_line
+from kernelsmith.evaluate.runtime import build_model, make_inputs
+from kernelsmith.seed.errors import SeedError
+from kernelsmith.seed.record import InductorRecord, LaunchConfig
+from kernelsmith.task import Task, load_module
+
+
+@dataclass
+class FlatGraph:
+    """The Model as one function of flat tensors: `state` (parameter and buffer names) then `tensor_inputs`."""
+
+    graph: torch.fx.GraphModule
+    args: list[torch.Tensor]
+    state: tuple[str, ...]
+    tensor_inputs: tuple[int, ...]
+    single_output: bool
+
+
+def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
+    """The task's Model and inputs, built as the evaluator builds them (seed 0), on `device`."""
+    with tempfile.TemporaryDirectory(prefix="ks-seed-") as tmp:
+        try:
+            module = load_module(task.source, Path(tmp) / "task.py", f"ks_seed_task_{task.hash[:12]}")
+            model = build_model(module.Model, module, 0, device)
+            inputs = make_inputs(module, 0, device)
+        except Exception as exc:
+            raise SeedError(f"building the task's Model and inputs failed: {one_line(repr(exc), 200)}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise SeedError("the task's Model(...) is not a torch.nn.Module")
+    return model.eval(), inputs
+
+
+def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
+    """`model` traced as a flat function; inputs that are not tensors become constants of the graph."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    names = tuple(n for n, _ in model.named_parameters()) + tuple(n for n, _ in model.named_buffers())
+    state = [t.detach() for t in (*model.parameters(), *model.buffers())]
+    positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))
+    single: list[bool] = []
+
+    def flat_forward(*flat):
+        args = list(inputs)
+        for j, i in enumerate(positions):
+            args[i] = flat[len(names) + j]
+        out = torch.func.functional_call(model, dict(zip(names, flat[: len(names)])), tuple(args))
+        tensors = isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out)
+        if not (isinstance(out, torch.Tensor) or tensors):
+            raise SeedError("the Model returns something other than a tensor or a tuple of tensors")
+        single.append(isinstance(out, torch.Tensor))
+        return out
+
+    args = [*state, *(inputs[i] for i in positions)]
+    try:
+        with torch.no_grad():
+            graph = make_fx(flat_forward)(*args)
+    except SeedError:
+        raise
+    except Exception as exc:
+        raise SeedError(f"tracing the Model failed: {one_line(repr(exc), 200)}") from None
+    return FlatGraph(graph, args, names, positions, single[0])
+
+
+def inductor_options(max_autotune: bool) -> dict:
+    """Inductor's config for a seed: torch.compile's default mode (or max-autotune), a Python wrapper."""
+    return {"cpp_wrapper": False, "max_autotune": max_autotune, "triton.cudagraphs": False}
+
+
+def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable[..., object], str]:
+    """Inductor's compiled function and its output code (Python wrapper) for `flat`."""
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    codes: list[str] = []
+    options = inductor_options(max_autotune)
+    try:
+        with mock.patch.object(GraphLowering, "save_output_code", codes.append), config.patch(options):
+            with torch.no_grad():
+                compiled = compile_fx(flat.graph, flat.args)
+    except Exception as exc:
+        raise SeedError(f"Inductor could not compile the task: {one_line(str(exc) or repr(exc), 200)}") from None
+    if len(codes) != 1:
+        raise SeedError(f"Inductor wrote {len(codes)} output codes for the task, not one")
+    return cast(Callable[..., object], compiled), codes[0]
+
+
+def _loaded_module(code: str) -> types.ModuleType:
+    from torch._inductor.codecache import PyCodeCache
+
+    for mod in [*PyCodeCache.modules, *PyCodeCache.modules_no_attr.values()]:
+        path = getattr(mod, "__file__", None)
+        if path and Path(path).is_file() and Path(path).read_text(encoding="utf-8") == code:
+            return mod
+    raise SeedError("Inductor's compiled module was not found after the run: its launch configs cannot be read")
+
+
+def chosen_launches(code: str, device_name: str) -> dict[str, LaunchConfig]:
+    """The config each Triton kernel of the compiled `code` ran with, after one run (autotuned ones
+    keep their winner alone)."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    launches: dict[str, LaunchConfig] = {}
+    for name, kernel in vars(_loaded_module(code)).items():
+        if not isinstance(kernel, CachingAutotuner):
+            continue
+        offered = list(kernel.configs or ())
+        configs = [launcher.config for launcher in kernel.launchers] or offered
+        if len(configs) == 1:
+            how = f"autotuned on {device_name} among {len(offered)}" if len(offered) > 1 else "its only"
+        else:
+            how = f"first of {len(configs)}: the kernel did not run, nothing chose"
+        c = configs[0]
+        launches[name] = LaunchConfig(dict(c.kwargs), int(c.num_warps), int(c.num_stages), how)
+    return launches
+
+
+def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
+    """Compile the task with Inductor on the GPU, run it once, and record its code and launches."""
+    import triton
+
+    model, inputs = load_task(task, "cuda")
+    flat = trace_flat(model, inputs)
+    compiled, code = inductor_code(flat, max_autotune)
+    try:
+        with torch.no_grad():
+            compiled(*flat.args)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        raise SeedError(f"Inductor's compiled code failed to run: {one_line(str(exc) or repr(exc), 200)}") from None
+    device_name = torch.cuda.get_device_name()
+    provenance = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "device": device_name,
+        "how": "kernelsmith seed: compile_fx of the traced Model" + (" (max_autotune)" if max_autotune else ""),
+    }
+    launches = chosen_launches(code, device_name)
+    return InductorRecord(code, launches, flat.state, flat.tensor_inputs, flat.single_output, provenance)
