@@ -9,8 +9,9 @@ import torch
 
 SMALL = 4096  # elements: integer and mask tensors up to this size are written out as literals
 
-# Helpers every task carries (a task imports torch only).
-HELPERS = '''
+# Helpers a task carries when its values need them (a task imports torch only), by name.
+HELPERS = {
+    "_strided": '''
 def _strided(values, stride):
     """`values` laid out with the recorded strides (a dimension of stride 0 is expanded)."""
     shape = values.shape
@@ -18,14 +19,21 @@ def _strided(values, stride):
     base = values[tuple(keep)]
     out = torch.empty_strided(base.shape, [s if s != 0 else 1 for s in stride], dtype=values.dtype)
     return out.copy_(base).expand(shape)
-
-
+''',
+    "_arange": '''
 def _arange(shape, start, step, dtype):
     n = 1
     for d in shape:
         n *= d
     return torch.arange(start, start + step * n, step, dtype=torch.int64)[:n].to(dtype).reshape(shape)
-'''
+''',
+}
+
+
+def helpers_for(code: str) -> str:
+    """The helpers `code` calls, in a fixed order, as source (empty when it calls none)."""
+    used = [src.strip("\n") for name, src in HELPERS.items() if f"{name}(" in code]
+    return "\n\n\n".join(used)
 
 
 def contiguous_stride(shape: list[int]) -> list[int]:

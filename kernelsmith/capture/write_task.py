@@ -15,7 +15,7 @@ import torch
 
 from kernelsmith.capture.regions import Region
 from kernelsmith.capture.tape import Ref, Tape
-from kernelsmith.capture.values import HELPERS, value_expr
+from kernelsmith.capture.values import helpers_for, value_expr
 
 
 class RenderError(Exception):
@@ -124,10 +124,11 @@ def render(tape: Tape, region: Region) -> Rendered:
     body.append(f"        return {', '.join(outs)}")
     init_body = "\n".join(f"        {line}" for line in inits) or "        pass"
     input_lines = "\n".join(f"        {m}," for m in made_inputs)
+    helpers = helpers_for("\n".join(inits + made_inputs))
     source = (
         "import torch\nimport torch.nn as nn\n\n"
-        + HELPERS.strip("\n")
-        + "\n\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + (f"\n{helpers}\n\n" if helpers else "")
+        + "\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         + init_body
         + "\n\n"
         + "\n".join(body)
