@@ -129,6 +129,8 @@ def test_table_says_cpu_speedups_are_relative_only():
 
     assert "speedups: a CPU figure (Triton runs interpreted there): relative only, not a GPU speedup" in text("cpu")
     assert "not a GPU speedup" not in text("cuda")
+    # The summary's terms are said once under it: AMSR was printed with nothing saying what it is.
+    assert text("cuda").count("AMSR: mean speedup over all tasks, a failure or a speedup below 1x counted as 0") == 1
 
 
 def test_vs_compile_metrics_and_levels_in_json():

@@ -62,4 +62,11 @@ def report_lines(report: BenchReport) -> list[str]:
     lines += summary_lines(report.summary)
     for level, s in report.levels.items():
         lines += summary_lines(s, level)
-    return lines
+    return [*lines, LEGEND]
+
+
+# The summary's words, said once under it (docs/suite.md has the definitions and their sources).
+LEGEND = (
+    "fast_p: share of all tasks that are a success and faster than p x; AMSR: mean speedup over all tasks, "
+    "a failure or a speedup below 1x counted as 0; geomean: over the successes only"
+)
