@@ -146,6 +146,8 @@ def test_run_report_draws_every_part(run_dir, browser, tmp_path):
 
     shown = d.find_element("id", "best-speedup").text
     assert shown.endswith("\u00d7") and float(shown[:-1]) == pytest.approx(best.speedup, rel=0.05, abs=0.005)
+    # a CPU run's speedups say they are relative only (issue 29, item 10: the page said nothing)
+    assert "relative only, not a GPU speedup" in d.find_element("id", "subtitle").text
     assert count(d, "#chart-best path.best-line") == 1 and count(d, "#chart-best circle") == 3
     assert count(d, "#lineage circle.node") == len(programs)
     assert count(d, "#lineage path.edge") == sum(p.parent_id is not None for p in programs)
@@ -360,6 +362,7 @@ def test_suite_report_table_and_chart(browser, tmp_path):
     assert "40.0%" in d.find_element("id", "headline").text  # 2 of 5 correct and unflagged
     assert count(d, "#level-table tbody tr") == 2 and count(d, "#fast-p tbody tr") == 4
     assert d.find_element("id", "title").text == "kernelsmith bench: suite" and count(d, "#search-table") == 0
+    assert "relative only, not a GPU speedup" in d.find_element("id", "subtitle").text  # a CPU suite
     # AMSR is said in words where it is shown
     assert "failed task or a speedup below 1\u00d7 counting as 0" in d.find_element("id", "amsr-means").text
     amsr_head = d.find_element("xpath", "//table[@id='level-table']//th[text()='AMSR']")

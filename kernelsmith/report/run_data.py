@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.counters import CountersReport, counters_text
@@ -116,6 +117,7 @@ class RunData:
     archive: ArchiveView | None
     diffs: list[DiffView] = field(default_factory=list)
     profiles: list[ProfileView] = field(default_factory=list)  # the best program and its parent
+    speedup_note: str | None = None  # on the CPU: its speedups are relative only
 
 
 def read_store(run_dir: Path) -> tuple[list[Program], dict]:
@@ -338,5 +340,6 @@ def load_run(run_dir: str | Path) -> RunData:
         best_so_far=best_so_far(programs),
         archive=view,
         diffs=_diffs(best, by_id, programs),
+        speedup_note=CPU_SPEEDUP_NOTE if config is not None and config["device"] == "cpu" else None,
         profiles=_profiles(best, by_id),
     )

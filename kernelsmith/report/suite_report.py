@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.store import STORE_NAME, RunStore
 from kernelsmith.report.page import out_path, render_page, write_atomic
@@ -109,7 +110,8 @@ def task_searches(report: BenchReport, runs_dir: Path, page: Path) -> list[TaskS
 
 
 def _write(report: BenchReport, out: Path, title: str, body: str, extra: dict) -> Path:
-    data = {**report.model_dump(mode="json"), "title": title, **extra}
+    note = CPU_SPEEDUP_NOTE if report.device == "cpu" else None
+    data = {**report.model_dump(mode="json"), "title": title, "speedup_note": note, **extra}
     page = render_page(title, body, data, scripts=["common.js", "suite.js"], styles=["report.css"])
     return write_atomic(out, page)
 

@@ -25,7 +25,7 @@ function linkTo(id) {
 function renderOverview() {
   var sum = RUN.summary, cfg = RUN.config, best = BY_ID[RUN.best_id];
   document.getElementById("title").textContent = "kernelsmith run: " + (RUN.task_name || "(unknown task)");
-  document.getElementById("subtitle").textContent = RUN.run_dir;
+  document.getElementById("subtitle").textContent = RUN.run_dir + (RUN.speedup_note ? " \u00b7 speedups: " + RUN.speedup_note : "");
   var bestBox = clear(document.getElementById("best"));
   if (best) {
     append(bestBox, [h("div", {class: "big", id: "best-speedup"}, fmtX(best.speedup)), h("div", null, "vs eager PyTorch"),

@@ -15,7 +15,8 @@ function renderSummary() {
   var sm = SUITE.summary;
   document.getElementById("title").textContent = SUITE.title;
   document.getElementById("subtitle").textContent = (SUITE.runs_dir ? "runs " + SUITE.runs_dir + " \u00b7 " : "") +
-    "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device + (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "");
+    "solutions " + SUITE.solutions + " \u00b7 " + SUITE.device + (SUITE.gpu_name ? " \u00b7 " + SUITE.gpu_name : "") +
+    (SUITE.speedup_note ? " \u00b7 speedups: " + SUITE.speedup_note : "");
   append(clear(document.getElementById("headline")), [
     h("div", null, h("h3", null, "Correct"), h("div", {class: "big"}, fmtPct(sm.correct_rate)),
       h("div", {class: "note"}, sm.correct + " of " + sm.tasks + " tasks (flagged ones count as failures)")),
