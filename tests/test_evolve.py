@@ -741,7 +741,8 @@ def test_a_failed_start_is_fixed_by_fixing_the_seed(tmp_path):
     assert not (tmp_path / "run").exists()  # nothing for `runs` to list
     # A run directory that holds only a failed start (no iteration was asked for, or an older
     # version kept it) starts again from a seed that differs from it.
-    assert tuner_run(tmp_path, BROKEN_SEED, iterations=0)["start"]["status"] == "runtime_error"
+    broken = tuner_run(tmp_path, BROKEN_SEED, iterations=0)["start"]
+    assert broken["status"] == "runtime_error" and broken["success"] is False and broken["flags"] == []
     summary = tuner_run(tmp_path, SEED.read_text())
     assert summary["start"]["status"] == "correct" and summary["iterations_done"] == 2
     store = RunStore(tmp_path / "run", create=False)

@@ -65,6 +65,8 @@ def best_record(p: Program | None) -> dict | None:
         "program_id": p.id,
         "iteration": p.iteration,
         "status": p.status,
+        "flags": list(p.flags),
+        "success": p.ok,  # the one rule: a flagged start reads as not a success, not as "correct"
         "speedup": p.speedup,
         "speedup_vs_compile": p.speedup_vs_compile,
         "candidate_ms": p.candidate_ms,
