@@ -7,6 +7,7 @@ from enum import Enum
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernelsmith.cli_console import stdout_console
@@ -46,6 +47,15 @@ def _root(
     ),
 ) -> None:
     """Evolve fast, verified GPU kernels for PyTorch operators."""
+
+
+# evolve and evolve-suite: a task without a seed starts from torch.compile's code on CUDA (kernelsmith seed)
+INDUCTOR_SEED = typer.Option(
+    True,
+    "--inductor-seed/--no-inductor-seed",
+    help="on CUDA, a task without a seed starts from torch.compile's own code (kernelsmith seed) when it is "
+    "a success (and, for the LLM, faster than the reference)",
+)
 
 
 class Mutator(str, Enum):
@@ -201,6 +211,7 @@ def evolve_cmd(
         Mutator.llm, help="llm: the config's operators; tune: launch-parameter tuner only, no LLM"
     ),
     small: bool = typer.Option(False, "--small", help="cut the task to its CPU_SIZES (bundled suite tasks)"),
+    inductor_seed: bool = INDUCTOR_SEED,
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
@@ -208,9 +219,14 @@ def evolve_cmd(
     json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
 ) -> None:
     """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
+    from contextlib import ExitStack, closing
+
     from kernelsmith.candidate import Candidate
+    from kernelsmith.evaluate.backends import open_backend
     from kernelsmith.evolve.run import default_run_dir, evolve_config, run_evolve
+    from kernelsmith.evolve.store import STORE_NAME
     from kernelsmith.report import write_run_report
+    from kernelsmith.seed.start import inductor_start
     from kernelsmith.task_sizes import load_task
 
     try:
@@ -234,21 +250,23 @@ def evolve_cmd(
         t = load_task(task, small)
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator.value)
-        if quiet or json_out:
-            summary = run_evolve(
-                t, seed_code, cfg, run_dir or default_run_dir(task), lambda text: None, write_report=write_run_report
-            )
-        else:
-            with LiveProgress(console, t.name, cfg.iterations) as view:
-                summary = run_evolve(
-                    t,
-                    seed_code,
-                    cfg,
-                    run_dir or default_run_dir(task),
-                    view.say,
-                    view=view,
-                    write_report=write_run_report,
+        run_dir = run_dir or default_run_dir(task)
+        with ExitStack() as stack:
+            backend = None
+            say = (lambda text: None) if quiet or json_out else (lambda text: console.print(escape(text)))
+            fresh = not (run_dir / STORE_NAME).is_file()  # a resumed run keeps its stored start
+            if seed_code is None and inductor_seed and cfg.evaluation.device == "cuda" and not small and fresh:
+                backend = stack.enter_context(
+                    closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation))
                 )
+                seed_code = inductor_start(t, task, mutator.value, backend, say)
+            if quiet or json_out:
+                summary = run_evolve(t, seed_code, cfg, run_dir, say, backend, write_report=write_run_report)
+            else:
+                with LiveProgress(console, t.name, cfg.iterations) as view:
+                    summary = run_evolve(
+                        t, seed_code, cfg, run_dir, view.say, backend, view=view, write_report=write_run_report
+                    )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -364,6 +382,7 @@ def evolve_suite_cmd(
         "--small",
         help="cut each task to its CPU_SIZES (bundled suite tasks); one without them is skipped, never run full size",
     ),
+    inductor_seed: bool = INDUCTOR_SEED,
     workers: int | None = typer.Option(None, min=1, help="evaluation workers \\[default: one per GPU; 1 on the CPU]"),
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
@@ -379,7 +398,9 @@ def evolve_suite_cmd(
 
     from kernelsmith.evaluate.backends import open_backend
     from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.evolve.store import STORE_NAME
     from kernelsmith.report import write_run_report
+    from kernelsmith.seed.start import inductor_start
     from kernelsmith.suite.evolve_suite import evolve_suite
 
     try:
@@ -393,14 +414,21 @@ def evolve_suite_cmd(
         )
         cfg = evolve_config(config, overrides, mutator.value)
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
+
+            def start(task, path, run_dir, say):  # a task with no seed: torch.compile's code, on CUDA
+                if run_dir.joinpath(STORE_NAME).is_file():  # a resumed run keeps its stored start
+                    return None
+                return inductor_start(task, path, mutator.value, pool, lambda text: say(escape(text)))
+
+            derive = start if inductor_seed and cfg.evaluation.device == "cuda" and not small else None
             if quiet or json_out:
                 report = evolve_suite(
-                    suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None, write_report=write_run_report
+                    suite_dir, seeds, runs_dir, cfg, small, pool, lambda text: None, None, write_run_report, derive
                 )
             else:
                 with LiveProgress(console, "suite", cfg.iterations) as view:
                     report = evolve_suite(
-                        suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view=view, write_report=write_run_report
+                        suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view, write_run_report, derive
                     )
     except UserError as exc:
         fail(str(exc), exc.exit_code)

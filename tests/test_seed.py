@@ -54,3 +54,77 @@ def test_seed_of_a_file_that_is_not_a_task_says_so_in_one_line(tmp_path):
     one_line_error(ks("seed", CASES / "not_a_task.py"), "is not a task")
     one_line_error(ks("seed", tmp_path / "missing.py"), "not found")
     one_line_error(ks("seed", SEED_CASES / "softmax" / "task.py", "--out", tmp_path), "is a directory")
+
+
+# The start of a search without a seed (evolve, evolve-suite on CUDA): the seed step runs as its own
+# process; here a stand-in for `kernelsmith seed` (a script with its command line) writes a known
+# candidate or fails as the real one does without a GPU, and the CPU pool judges what it wrote.
+FAKE_SEED = """
+import sys
+from pathlib import Path
+task, out = sys.argv[1], sys.argv[sys.argv.index("--out") + 1]
+if "fail" in sys.argv[0]:
+    print("error: seed needs a CUDA GPU (Inductor compiles the task for it), and none is visible here", file=sys.stderr)
+    sys.exit(2)
+Path(out).write_text(Path(sys.argv[0]).with_name("candidate.py").read_text())
+"""
+
+
+def _fake_seed(tmp_path, name: str, candidate: str) -> list[str]:
+    script = tmp_path / name
+    script.write_text(FAKE_SEED)
+    (tmp_path / "candidate.py").write_text(candidate)
+    return [sys.executable, str(script)]
+
+
+def test_a_search_without_a_seed_starts_from_the_seed_step_or_says_why_not(cpu_pool, tmp_path):
+    from kernelsmith.seed.start import inductor_start
+
+    task_path = SEED_CASES / "softmax" / "task.py"
+    task = Task.from_file(task_path, name="softmax")
+    source = candidate_source(InductorRecord.load(SEED_CASES / "softmax"), task)
+    said: list[str] = []
+    ok = _fake_seed(tmp_path, "seed_ok.py", source)
+    # the tuner starts from a seed whatever its speed (it tunes it; the engine judges the start)
+    assert inductor_start(task, task_path, "tune", cpu_pool, said.append, command=ok) == source
+    assert said[-1] == "starting from a seed from torch.compile's code (kernelsmith seed)"
+    # an LLM search starts from it only when it is a success faster than the reference: on the CPU
+    # (the interpreter) it is not, so the LLM writes the first version, and the line says why
+    assert inductor_start(task, task_path, "llm", cpu_pool, said.append, command=ok) is None
+    assert said[-1].startswith("a seed from torch.compile's code (kernelsmith seed) is ") and said[-1].endswith(
+        "x the reference: the LLM writes the first version"
+    )
+    failing = _fake_seed(tmp_path, "seed_fail.py", source)
+    assert inductor_start(task, task_path, "tune", cpu_pool, said.append, command=failing) is None
+    assert said[-1] == (
+        "no seed from torch.compile: seed needs a CUDA GPU (Inductor compiles the task for it), and none is "
+        "visible here; the tuner needs --seed"
+    )
+
+
+def test_evolve_suite_asks_for_a_start_only_for_tasks_without_a_seed(tmp_path):
+    from test_bench import RecordingBackend
+
+    from kernelsmith.evolve.run import evolve_config
+    from kernelsmith.suite.evolve_suite import evolve_suite
+
+    suite, seeds = tmp_path / "suite", tmp_path / "seeds"
+    suite.mkdir()
+    seeds.mkdir()
+    for name in ("given", "derived"):
+        (suite / f"{name}.py").write_text((CASES / "rowsum_task.py").read_text())
+    (seeds / "given.py").write_text((CASES / "rowsum_triton.py").read_text())
+    asked: list[str] = []
+
+    def start(task, path, run_dir, say):
+        asked.append(task.name)
+        return "# derived start\n" + (CASES / "rowsum_triton.py").read_text()
+
+    backend = RecordingBackend()
+    cfg = evolve_config(None, {"iterations": 0, "evaluation": {"device": "cpu"}}, "tune")
+    evolve_suite(suite, seeds, tmp_path / "runs", cfg, False, backend, lambda text: None, start=start)
+    assert asked == ["derived"]
+    starts: dict[str, str] = {}  # the first submission of a task is its start (the bench's come after)
+    for task, code in backend.submitted:
+        starts.setdefault(task.name, getattr(code, "source", code))
+    assert starts["derived"].startswith("# derived start") and not starts["given"].startswith("# derived")

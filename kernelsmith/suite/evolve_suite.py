@@ -21,9 +21,14 @@ from kernelsmith.evolve.run import ReportWriter, run_evolve
 from kernelsmith.llm import LLMError
 from kernelsmith.progress import LiveProgress
 from kernelsmith.suite.bench import BenchReport, run_bench, scan_tasks
+from kernelsmith.task import Task
 from kernelsmith.task_sizes import load_task, small_source
 
 REPORT_NAME = "suite_report.json"
+
+
+# (task, its file, its run directory, say) -> the seed to start from, or None
+StartFor = Callable[[Task, Path, Path, Callable[[str], None]], str | None]
 
 
 def task_run_dir(runs_dir: Path, rel_path: str) -> Path:
@@ -41,7 +46,10 @@ def evolve_suite(
     say: Callable[[str], None],
     view: LiveProgress | None = None,
     write_report: ReportWriter | None = None,
+    start: StartFor | None = None,
 ) -> BenchReport:
+    """Search every task of `suite_dir`, then bench the best programs. `start` gives the seed of a
+    task that has none in `seeds_dir` (or None: the search starts as it would without one)."""
     tasks = scan_tasks(suite_dir).tasks
     if seeds_dir is not None and not seeds_dir.is_dir():
         raise UserError(f"--seeds {seeds_dir} is not a folder")
@@ -54,6 +62,8 @@ def evolve_suite(
         try:
             task = load_task(st.path, small, st.name)
             seed = Candidate.from_file(seed_path).source if seed_path is not None and seed_path.is_file() else None
+            if seed is None and start is not None:
+                seed = start(task, st.path, run_dir, say)
             run_evolve(task, seed, cfg, run_dir, say, backend, view, write_report)
         except LLMError:
             raise  # the endpoint is down for every task alike
