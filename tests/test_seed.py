@@ -80,9 +80,9 @@ def _fake_seed(tmp_path, name: str, candidate: str) -> list[str]:
 def test_a_search_without_a_seed_starts_from_the_seed_step_or_says_why_not(cpu_pool, tmp_path):
     from kernelsmith.seed.start import inductor_start
 
-    task_path = SEED_CASES / "softmax" / "task.py"
-    task = Task.from_file(task_path, name="softmax")
-    source = candidate_source(InductorRecord.load(SEED_CASES / "softmax"), task)
+    task_path = SEED_CASES / "gemm_mul_leakyrelu" / "task.py"
+    task = Task.from_file(task_path, name="gemm_mul_leakyrelu")
+    source = candidate_source(InductorRecord.load(SEED_CASES / "gemm_mul_leakyrelu"), task)
     said: list[str] = []
     ok = _fake_seed(tmp_path, "seed_ok.py", source)
     # the tuner starts from a seed whatever its speed (it tunes it; the engine judges the start)
