@@ -15,7 +15,7 @@ import torch
 from conftest import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.capture.apply import Applied, Chosen, write_patch
 from kernelsmith.capture.e2e import check, current_timers
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import PatchError, install
@@ -197,6 +197,10 @@ def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Pa
         chosen.name: "it writes a tensor in place (aten.mul_.Tensor); apply substitutes pure regions only"
     }
     assert not patch.mode.kernels and not patch.handles
+    # a patch whose every kernel is left out did nothing: its check does not pass
+    done = check(entry, patch, "cpu", reps=2)
+    assert done.outputs_match and done.skipped == patch.skipped
+    assert not Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
 
 
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):

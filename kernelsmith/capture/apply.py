@@ -168,7 +168,7 @@ class Applied:
             return True
         e = self.e2e
         applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
-        return e.outputs_match and e.forged is None and all(self.took(c) for c in applied)
+        return bool(applied) and e.outputs_match and e.forged is None and all(self.took(c) for c in applied)
 
     def took(self, c: Chosen) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""

@@ -169,7 +169,8 @@ def check(
     rtol: float | None = None,
     timers: tuple | None = None,
 ) -> E2E:
-    """`patch` is installed on `entry.model`; `timers` are `timers()` from before the kernels were loaded."""
+    """`patch` is installed on `entry.model`; `timers` are `current_timers()` from before the kernels
+    were loaded."""
     model, base = entry.model, (entry.args, entry.kwargs)
     make = lambda: copy.deepcopy(base)
     trials = [make()] + [_redraw(base, seed) for seed in range(1, TRIALS)]

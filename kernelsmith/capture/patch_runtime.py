@@ -57,6 +57,8 @@ def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch
         pattern = trace(entry["name"], reference, inputs)
     except PatternError as exc:
         raise Unsubstitutable(str(exc)) from None
+    except Exception as exc:  # the task's own replay failed here (another device, another torch)
+        raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
     state = dict(kernel.named_parameters()) | dict(kernel.named_buffers())
     for attr, (shape, _, dtype) in pattern.params.items():
         have = state.get(attr, getattr(kernel, attr, None))
