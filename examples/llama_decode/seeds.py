@@ -1,5 +1,6 @@
-"""Seeds of our own (no LLM) for the Llama step's elementwise regions: a Triton kernel each for
-RMSNorm, residual add + RMSNorm and SiLU-and-mul, written for the task files `kernelsmith capture` made.
+"""Seeds of our own (no LLM) for the Llama step's elementwise regions: Triton kernels for RMSNorm,
+residual add + RMSNorm, SiLU-and-mul, and the attention's rotary embedding with the key cache's append,
+written for the task files `kernelsmith capture` made.
 
     python examples/llama_decode/seeds.py captures/decode --out seeds/decode
 
@@ -53,6 +54,30 @@ def rmsnorm_kernel(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, n_cols, eps, HAS_RESIDUAL:
 
 
 @triton.jit
+def rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, H, S, sxb, sxh, sxs, scb, scs, sob, soh, sos,
+                HALF: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    # one program per (batch, head, position) row: out = x * cos + rotate_half(x) * sin, in fp32
+    pid = tl.program_id(0)
+    s = pid % S
+    h = (pid // S) % H
+    b = pid // (S * H)
+    offs = tl.arange(0, BLOCK_SIZE)
+    m = offs < HALF
+    x = x_ptr + b * sxb + h * sxh + s * sxs
+    c = cos_ptr + b * scb + s * scs
+    sn = sin_ptr + b * scb + s * scs
+    o = out_ptr + b * sob + h * soh + s * sos
+    x1 = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x + HALF + offs, mask=m, other=0.0).to(tl.float32)
+    c1 = tl.load(c + offs, mask=m, other=0.0).to(tl.float32)
+    c2 = tl.load(c + HALF + offs, mask=m, other=0.0).to(tl.float32)
+    s1 = tl.load(sn + offs, mask=m, other=0.0).to(tl.float32)
+    s2 = tl.load(sn + HALF + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(o + offs, (x1 * c1 - x2 * s1).to(out_ptr.dtype.element_ty), mask=m)
+    tl.store(o + HALF + offs, (x2 * c2 + x1 * s2).to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
 def silu_mul_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offs < n
@@ -90,6 +115,33 @@ class ModelNew(nn.Module):
         y = torch.empty_like(a)
         n = a.numel()
         silu_mul_kernel[(triton.cdiv(n, 1024),)](a, b, y, n, BLOCK_SIZE=1024, num_warps=4)
+        return {outputs}
+'''
+
+
+ROPE = '''
+
+def _rope(x, cos, sin, out):
+    B, H, S, D = x.shape
+    assert x.stride(3) == 1 and out.stride(3) == 1 and cos.stride(2) == 1
+    rope_kernel[(B * H * S,)](x, cos, sin, out, H, S, x.stride(0), x.stride(1), x.stride(2),
+                              cos.stride(0), cos.stride(1), out.stride(0), out.stride(1), out.stride(2),
+                              HALF=D // 2, BLOCK_SIZE={block}, num_warps=1)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, {args}):
+        q = {q}.view({b}, {s}, -1, {d}).transpose(1, 2)
+        k = {k}.view({b}, {s}, -1, {d}).transpose(1, 2)
+        cos, sin, past = {cos}, {sin}, {past}
+        q_out = torch.empty_like(q)
+        _rope(q, cos, sin, q_out)
+        keys = torch.empty(past.shape[0], past.shape[1], past.shape[2] + {s}, {d}, dtype=past.dtype, device=past.device)
+        keys[:, :, : past.shape[2]].copy_(past)
+        _rope(k, cos, sin, keys[:, :, past.shape[2]:])
         return {outputs}
 '''
 
@@ -154,6 +206,44 @@ def silu_mul_seed(source: str, task) -> str:
     return KERNELS + SILU_MUL.format(outputs=_returns(outs, {"y": (a * torch.sigmoid(a) * b)}))
 
 
+def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos.unsqueeze(1) + turned * sin.unsqueeze(1)
+
+
+def rope_seed(source: str, task) -> str | None:
+    """The rotary embedding of q and k with the key cache's append (`cat`): which input is which is
+    found by value, trying each assignment against the task's own outputs; None when none fits."""
+    _, inputs, outs = _run(task)
+    flat = [k for k, t in enumerate(inputs) if t.dim() == 2]
+    trig = [k for k, t in enumerate(inputs) if t.dim() == 3]
+    cache = [k for k, t in enumerate(inputs) if t.dim() == 4]
+    if len(flat) != 2 or len(trig) != 2 or len(cache) != 1:
+        return None
+    b, s, d = inputs[trig[0]].shape
+    for qi, ki in (flat, flat[::-1]):
+        for ci, si in (trig, trig[::-1]):
+            f = lambda t: t.float()
+            q = f(inputs[qi]).view(b, s, -1, d).transpose(1, 2)
+            k = f(inputs[ki]).view(b, s, -1, d).transpose(1, 2)
+            named = {
+                "q_out": _rotated(q, f(inputs[ci]), f(inputs[si])),
+                "keys": torch.cat([f(inputs[cache[0]]), _rotated(k, f(inputs[ci]), f(inputs[si]))], dim=-2),
+            }
+            try:
+                outputs = _returns(outs, named)
+            except StopIteration:
+                continue
+            x = lambda i: f"x{i}"
+            return KERNELS + ROPE.format(
+                args=", ".join(x(i) for i in range(len(inputs))),
+                q=x(qi), k=x(ki), cos=x(ci), sin=x(si), past=x(cache[0]),
+                b=b, s=s, d=d, block=triton_next_pow2(d // 2), outputs=outputs,
+            )
+    return None
+
+
 def triton_next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
@@ -166,6 +256,8 @@ def seed_for(path: Path) -> str | None:
         return norm_seed(source, _load(path))
     if name.startswith("llamamlp_silu_mul"):
         return silu_mul_seed(source, _load(path))
+    if name.startswith("llamaattention_mul_neg_cat_add") and "aten.cat" in source:
+        return rope_seed(source, _load(path))
     return None
 
 

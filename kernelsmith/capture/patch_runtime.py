@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .substitute import Counts, Pattern, PatternError, Substitution, trace
+from .pattern import Pattern, PatternError, trace
+from .substitute import Counts, Substitution
 
 MANIFEST = "patch.json"
 

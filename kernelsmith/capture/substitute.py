@@ -4,7 +4,7 @@ Imports torch only: `kernelsmith apply` copies this file into the patch it write
 needs no kernelsmith at serving time.
 
 How: the task file of a region replays its aten ops, so running the task's `Model` once under a
-recorder gives the region's pattern (each op, its constants, and where each tensor argument comes
+recorder gives the region's pattern (pattern.py: each op, its constants, and where each tensor argument comes
 from: input k, parameter `attr`, or an earlier op's value). While one of the region's module calls
 runs, a TorchDispatchMode compares the ops that arrive with the pattern. Views and tensor creation run
 as usual; the pattern's compute ops are not run but answered with empty tensors of the recorded shape;
@@ -25,139 +25,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-_GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
+from .pattern import Pattern, Slot, Step, meta, writes
+
 MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
-
-
-class PatternError(Exception):
-    """A task whose region cannot be substituted in place (the reason is the message)."""
-
-
-@dataclass(frozen=True)
-class Slot:
-    kind: str  # "in" (an activation, by position), "param" (by attribute), "val" (the n-th value made)
-    key: Any
-
-
-@dataclass
-class Step:
-    func: Any  # OpOverload
-    args: Any  # the op's arguments with tensors as Slot
-    out: Any  # its result with tensors as Slot("val", n)
-    out_meta: dict[int, tuple]  # val n -> (shape, stride, dtype)
-    deferred: bool  # a compute op: answered with an empty tensor, its work done by the kernel
-
-
-@dataclass
-class Pattern:
-    name: str
-    steps: list[Step]
-    n_inputs: int
-    params: dict[str, tuple]  # attribute -> (shape, stride, dtype)
-    outputs: list[Slot]
-    last: int = 0  # index of the last deferred step: the kernel runs there
-    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or reshapes
-    input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
-
-    def __post_init__(self) -> None:
-        self.last = max(i for i, s in enumerate(self.steps) if s.deferred)
-
-
-def _meta(t: torch.Tensor) -> tuple:
-    return tuple(t.shape), tuple(t.stride()), t.dtype
-
-
-def _writes(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    names = [a.name for a in func._schema.arguments]
-    named = dict(zip(names, args)) | kwargs
-    return [
-        named[a.name]
-        for a in func._schema.arguments
-        if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), torch.Tensor)
-    ]
-
-
-def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
-    reads = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves((args, kwargs)))
-    makes = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(result))
-    return not func.is_view and func.overloadpacket.__name__ not in _GLUE and reads and makes
-
-
-class _Tracer(TorchDispatchMode):
-    def __init__(self, slots: dict[int, Slot]):
-        super().__init__()
-        self.slots, self.steps, self.keep = slots, [], []
-        self.values = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if _writes(func, args, kwargs):
-            raise PatternError(f"it writes a tensor in place ({func}); apply substitutes pure regions only")
-
-        def slot_of(x):
-            if not isinstance(x, torch.Tensor):
-                return x
-            if id(x) not in self.slots:
-                raise PatternError(f"op {func} reads a tensor that is not an input, parameter or earlier value")
-            return self.slots[id(x)]
-
-        r_args = pytree.tree_map(slot_of, (args, kwargs))
-        metas: dict[int, tuple] = {}
-
-        def new_val(x):
-            if not isinstance(x, torch.Tensor):
-                return x
-            n = self.values
-            self.values += 1
-            self.slots[id(x)] = Slot("val", n)
-            self.keep.append(x)  # alive, so that no later tensor reuses its id
-            metas[n] = _meta(x)
-            return Slot("val", n)
-
-        out = pytree.tree_map(new_val, result)
-        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result)))
-        return result
-
-
-def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
-    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from."""
-    slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
-    params = dict(model.named_parameters()) | dict(model.named_buffers())
-    slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
-    tracer = _Tracer(slots)
-    with torch.no_grad(), tracer:
-        result = model(*inputs)
-    leaves = list(result) if isinstance(result, (tuple, list)) else [result]
-    outputs = []
-    for leaf in leaves:
-        slot = slots.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
-        if slot is None or slot.kind != "val":
-            raise PatternError("an output of its Model is not a value its ops make")
-        outputs.append(slot)
-    if not any(s.deferred for s in tracer.steps):
-        raise PatternError("its Model runs no compute op")
-    pattern = Pattern(name, tracer.steps, len(inputs), {a: _meta(t) for a, t in params.items()}, outputs)
-    pattern.input_meta = [_meta(t) for t in inputs]
-    pattern.bases = [_base(pattern, o) for o in outputs]
-    return pattern
-
-
-def _base(pattern: Pattern, out: Slot) -> Slot:
-    """The value made by the last compute op or before that `out` is, or reshapes (a view the region
-    borrowed at its end, such as `view` before the next Linear, runs in the model on the kernel's output)."""
-    slot = out
-    while True:
-        step = next(s for s in pattern.steps if slot.key in s.out_meta)
-        if pattern.steps.index(step) <= pattern.last:
-            return slot
-        ins = [x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)]
-        if step.func.overloadpacket.__name__ not in _RESHAPES or len(ins) != 1 or ins[0].kind != "val":
-            raise PatternError(f"an output is made by {step.func} after its last compute op")
-        slot = ins[0]
-
-
-_RESHAPES = frozenset("view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias".split())
 
 
 @dataclass
@@ -187,7 +57,7 @@ class _Match:
             if template.kind == "val":
                 return False
             metas = self.pattern.params if template.kind == "param" else self.pattern.input_meta
-            return _meta(actual) == metas[template.key]
+            return meta(actual) == metas[template.key]
         if isinstance(template, (list, tuple)):
             return (
                 isinstance(actual, (list, tuple))
@@ -227,43 +97,59 @@ class Substitution(TorchDispatchMode):
     # -- the op stream
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for match in list(self.open):
-            step = match.pattern.steps[match.pos]
-            if step.func is func and match.fits(step.args, (args, kwargs)):
-                return self._advance(match, step, args, kwargs)
-        reads = {id(x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)}
-        written = {id(x) for x in _writes(func, args, kwargs)}
+        here = (args, kwargs)
+        fitting = [
+            m for m in self.open if m.pattern.steps[m.pos].func is func and m.fits(m.pattern.steps[m.pos].args, here)
+        ]
+        if fitting:
+            return self._take(fitting, args, kwargs)
+        reads = {id(x) for x in pytree.tree_leaves(here) if isinstance(x, torch.Tensor)}
+        written = {id(x) for x in writes(func, args, kwargs)}
         for match in list(self.open):
             if reads & match.tainted or any(id(t) in written for t in match.bound.values()):
                 self._drop(match)
         for match in list(self.fired):
             if reads & match.inner or any(id(t) in written for t in match.bound.values()):
                 self._recompute(match)
-        for name, (pattern, _) in self.kernels.items():
-            first = pattern.steps[0]
-            if self.enabled[name] and first.func is func:
-                match = _Match(pattern)
-                if match.fits(first.args, (args, kwargs)):
-                    self.open.append(match)
-                    if len([m for m in self.open if m.pattern is pattern]) > MAX_OPEN:
-                        self._drop(next(m for m in self.open if m.pattern is pattern))
-                    return self._advance(match, first, args, kwargs)
+        # An op may begin several patterns (a view of a projection's output begins the rotary embedding
+        # and the residual add alike): each begins a match of its own.
+        starts = [
+            _Match(pattern)
+            for name, (pattern, _) in self.kernels.items()
+            if self.enabled[name] and pattern.steps[0].func is func
+        ]
+        starts = [m for m in starts if m.fits(m.pattern.steps[0].args, here)]
+        for match in starts:
+            self.open.append(match)
+            if len([m for m in self.open if m.pattern is match.pattern]) > MAX_OPEN:
+                self._drop(next(m for m in self.open if m.pattern is match.pattern))
+        if starts:
+            return self._take(starts, args, kwargs)
         return func(*args, **kwargs)
 
-    def _advance(self, match: _Match, step: Step, args: tuple, kwargs: dict):
-        match.bind(step.args, (args, kwargs))
-        index, match.pos = match.pos, match.pos + 1
-        if not step.deferred:  # a view or a creation: run it; a view of a placeholder is tainted
-            result = step.func(*args, **kwargs)
-            ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
-            made = {id(x) for x in pytree.tree_leaves(result) if isinstance(x, torch.Tensor)}
-            if any(id(x) in match.tainted for x in ins):
+    def _take(self, matches: list[_Match], args: tuple, kwargs: dict):
+        """The op is the next step of `matches`: a view or creation runs once for all of them; a compute
+        op is deferred (or fires the kernel) for the first, as one op's result can be answered once."""
+        if matches[0].pattern.steps[matches[0].pos].deferred:
+            return self._defer(matches[0], matches[0].pattern.steps[matches[0].pos], args, kwargs)
+        result = matches[0].pattern.steps[matches[0].pos].func(*args, **kwargs)
+        ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        made = {id(x) for x in pytree.tree_leaves(result) if isinstance(x, torch.Tensor)}
+        for match in matches:
+            step = match.pattern.steps[match.pos]
+            match.bind(step.args, (args, kwargs))
+            match.pos += 1
+            if any(id(x) in match.tainted for x in ins):  # a view of a placeholder is tainted
                 match.viewed |= {id(x) for x in ins}
                 match.tainted |= made
             if any(id(x) in match.inner for x in ins):
                 match.inner |= made
             match.bind(step.out, result)
-            return result
+        return result
+
+    def _defer(self, match: _Match, step: Step, args: tuple, kwargs: dict):
+        match.bind(step.args, (args, kwargs))
+        index, match.pos = match.pos, match.pos + 1
         if index == match.pattern.last:
             return self._fire(match, step, args, kwargs)
         device = next(x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))

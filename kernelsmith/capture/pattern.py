@@ -1,0 +1,146 @@
+"""A captured region's pattern: its task's `Model` run once under a recorder gives each aten op, its
+constants, and where each tensor argument comes from (input k, parameter `attr`, or an earlier op's
+value). Torch only: `kernelsmith apply` copies this file into the patch it writes (substitute.py uses it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
+
+
+class PatternError(Exception):
+    """A task whose region cannot be substituted in place (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    kind: str  # "in" (an activation, by position), "param" (by attribute), "val" (the n-th value made)
+    key: Any
+
+
+@dataclass
+class Step:
+    func: Any  # OpOverload
+    args: Any  # the op's arguments with tensors as Slot
+    out: Any  # its result with tensors as Slot("val", n)
+    out_meta: dict[int, tuple]  # val n -> (shape, stride, dtype)
+    deferred: bool  # a compute op: answered with an empty tensor, its work done by the kernel
+
+
+@dataclass
+class Pattern:
+    name: str
+    steps: list[Step]
+    n_inputs: int
+    params: dict[str, tuple]  # attribute -> (shape, stride, dtype)
+    outputs: list[Slot]
+    last: int = 0  # index of the last deferred step: the kernel runs there
+    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or reshapes
+    input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
+
+    def __post_init__(self) -> None:
+        self.last = max(i for i, s in enumerate(self.steps) if s.deferred)
+
+
+def meta(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), tuple(t.stride()), t.dtype
+
+
+def writes(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    names = [a.name for a in func._schema.arguments]
+    named = dict(zip(names, args)) | kwargs
+    return [
+        named[a.name]
+        for a in func._schema.arguments
+        if a.alias_info is not None and a.alias_info.is_write and isinstance(named.get(a.name), torch.Tensor)
+    ]
+
+
+def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
+    reads = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves((args, kwargs)))
+    makes = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(result))
+    return not func.is_view and func.overloadpacket.__name__ not in _GLUE and reads and makes
+
+
+class _Tracer(TorchDispatchMode):
+    def __init__(self, slots: dict[int, Slot]):
+        super().__init__()
+        self.slots, self.steps, self.keep = slots, [], []
+        self.values = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if writes(func, args, kwargs):
+            raise PatternError(f"it writes a tensor in place ({func}); apply substitutes pure regions only")
+
+        def slot_of(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) not in self.slots:
+                raise PatternError(f"op {func} reads a tensor that is not an input, parameter or earlier value")
+            return self.slots[id(x)]
+
+        r_args = pytree.tree_map(slot_of, (args, kwargs))
+        metas: dict[int, tuple] = {}
+
+        def new_val(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            n = self.values
+            self.values += 1
+            self.slots[id(x)] = Slot("val", n)
+            self.keep.append(x)  # alive, so that no later tensor reuses its id
+            metas[n] = meta(x)
+            return Slot("val", n)
+
+        out = pytree.tree_map(new_val, result)
+        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result)))
+        return result
+
+
+def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
+    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from."""
+    slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
+    params = dict(model.named_parameters()) | dict(model.named_buffers())
+    slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
+    tracer = _Tracer(slots)
+    with torch.no_grad(), tracer:
+        result = model(*inputs)
+    leaves = list(result) if isinstance(result, (tuple, list)) else [result]
+    outputs = []
+    for leaf in leaves:
+        slot = slots.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
+        if slot is None or slot.kind != "val":
+            raise PatternError("an output of its Model is not a value its ops make")
+        outputs.append(slot)
+    if not any(s.deferred for s in tracer.steps):
+        raise PatternError("its Model runs no compute op")
+    pattern = Pattern(name, tracer.steps, len(inputs), {a: meta(t) for a, t in params.items()}, outputs)
+    pattern.input_meta = [meta(t) for t in inputs]
+    pattern.bases = [_base(pattern, o) for o in outputs]
+    return pattern
+
+
+def _base(pattern: Pattern, out: Slot) -> Slot:
+    """The value made by the last compute op or before that `out` is, or reshapes (a view the region
+    borrowed at its end, such as `view` before the next Linear, runs in the model on the kernel's output)."""
+    slot = out
+    while True:
+        step = next(s for s in pattern.steps if slot.key in s.out_meta)
+        if pattern.steps.index(step) <= pattern.last:
+            return slot
+        ins = [x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)]
+        if step.func.overloadpacket.__name__ not in _RESHAPES or len(ins) != 1 or ins[0].kind != "val":
+            raise PatternError(f"an output is made by {step.func} after its last compute op")
+        slot = ins[0]
+
+
+_RESHAPES = frozenset("view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias".split())
