@@ -243,6 +243,7 @@ def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
     work = tmp_path / "work"
     seeds = sorted(f.name for f in (work / "seeds").iterdir())
     assert any("silu_mul" in s for s in seeds) and any(s.endswith("_llamarmsnorm.py") for s in seeds)
+    assert any("mul_neg_cat_add" in s for s in seeds)
     applied = json.loads((work / "decode_patch/apply.json").read_text())
     kernels = {k["name"]: k for k in applied["kernels"]}
     assert len(kernels) == len(seeds) and all(k["why"] is None for k in kernels.values())
@@ -251,6 +252,8 @@ def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
     # norm is the layers' add + norm with one view more after it).
     assert all(e2e["fired"].get(e2e["merged"].get(n, n), 0) >= 1 for n in kernels)
     assert any("silu_mul" in n and e2e["fired"][n] == 2 for n in e2e["fired"])  # both layers' MLPs
+    # both layers' rotary embedding + key cache append (its first op begins the residual add's pattern too)
+    assert any("mul_neg_cat_add" in n and e2e["fired"][n] == 2 for n in e2e["fired"])
     # The patch is a package that needs torch only: import it in a fresh interpreter and use it.
     use = f"""
 import copy, sys, torch
