@@ -137,7 +137,9 @@ def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path
     model, (x,) = entry.model, entry.args
     with torch.no_grad(), Count() as before:
         want = model(x)
+    state = torch.random.get_rng_state()
     patch = install(model, _patch(block, tmp_path, HONEST))
+    assert torch.equal(torch.random.get_rng_state(), state)  # installing leaves the caller's random state
     assert patch.mode.kernels and block[3]["scopes"] == [""]  # the region runs in the model's own forward
     with torch.no_grad(), Count() as after:
         got = model(x)

@@ -45,10 +45,12 @@ def _load(path: Path, label: str):
 
 def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch.nn.Module]:
     """One kernel's pattern (from its task) and its ModelNew, both on `device`."""
+    # The task and kernel draw their own random tensors: the caller's random state is left as it was.
+    gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     try:
         task, cand = _load(root / entry["task"], "task"), _load(root / entry["kernel"], "kernel")
-        torch.manual_seed(0)
-        with torch.device(device):
+        with torch.random.fork_rng(devices=gpus), torch.device(device):
+            torch.manual_seed(0)
             inputs = list(task.get_inputs())
             reference = task.Model(*task.get_init_inputs()).eval()
             kernel = cand.ModelNew(*task.get_init_inputs()).eval()
