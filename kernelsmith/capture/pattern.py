@@ -12,7 +12,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-_GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
+# Views that the schema does not mark as views, and ops that only wrap a constant: no kernel work
+# (capture.regions reads the same set; this file must stay torch-only, so it holds it).
+GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
 
 
 class PatternError(Exception):
@@ -66,7 +68,7 @@ def writes(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
 def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
     reads = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves((args, kwargs)))
     makes = any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(result))
-    return not func.is_view and func.overloadpacket.__name__ not in _GLUE and reads and makes
+    return not func.is_view and func.overloadpacket.__name__ not in GLUE and reads and makes
 
 
 class _Tracer(TorchDispatchMode):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelsmith.capture.pattern import GLUE
 from kernelsmith.capture.tape import Tape
 
 # One list: aten op names (overload packets) that a library kernel serves; a user may hand each one
@@ -22,8 +23,6 @@ LIBRARY_OPS = frozenset(
     "cudnn_convolution mkldnn_convolution conv1d conv2d conv3d embedding embedding_bag _embedding_bag "
     "scaled_dot_product_attention _flash_attention_forward _efficient_attention_forward".split()
 )
-# Views that the schema does not mark as views, and ops that only wrap a constant.
-_GLUE = frozenset("_unsafe_view lift_fresh detach alias _fused_sdp_choice".split())
 
 
 def packet(tape: Tape, i: int) -> str:
@@ -38,7 +37,7 @@ def is_library(tape: Tape, i: int) -> bool:
 def is_glue(tape: Tape, i: int) -> bool:
     """Views, tensor creation (no tensor read) and ops that return no tensor: no kernel work of note."""
     op = tape.ops[i]
-    return bool(op.func.is_view or packet(tape, i) in _GLUE or not op.reads or not op.writes)
+    return bool(op.func.is_view or packet(tape, i) in GLUE or not op.reads or not op.writes)
 
 
 @dataclass
