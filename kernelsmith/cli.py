@@ -254,12 +254,12 @@ def evolve_cmd(
         with ExitStack() as stack:
             backend = None
             say = (lambda text: None) if quiet or json_out else (lambda text: console.print(escape(text)))
-            fresh = not (run_dir / STORE_NAME).is_file()  # a resumed run keeps its stored start
+            fresh = not (run_dir / STORE_NAME).is_file()  # a resumed run keeps its stored start: no pool for it
             if seed_code is None and inductor_seed and cfg.evaluation.device == "cuda" and not small and fresh:
                 backend = stack.enter_context(
                     closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation))
                 )
-                seed_code = inductor_start(t, task, mutator.value, backend, say)
+                seed_code = inductor_start(t, task, run_dir, mutator.value, backend, say)
             if quiet or json_out:
                 summary = run_evolve(t, seed_code, cfg, run_dir, say, backend, write_report=write_run_report)
             else:
@@ -398,7 +398,6 @@ def evolve_suite_cmd(
 
     from kernelsmith.evaluate.backends import open_backend
     from kernelsmith.evolve.run import evolve_config
-    from kernelsmith.evolve.store import STORE_NAME
     from kernelsmith.report import write_run_report
     from kernelsmith.seed.start import inductor_start
     from kernelsmith.suite.evolve_suite import evolve_suite
@@ -416,9 +415,7 @@ def evolve_suite_cmd(
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
 
             def start(task, path, run_dir, say):  # a task with no seed: torch.compile's code, on CUDA
-                if run_dir.joinpath(STORE_NAME).is_file():  # a resumed run keeps its stored start
-                    return None
-                return inductor_start(task, path, mutator.value, pool, lambda text: say(escape(text)))
+                return inductor_start(task, path, run_dir, mutator.value, pool, lambda text: say(escape(text)))
 
             derive = start if inductor_seed and cfg.evaluation.device == "cuda" and not small else None
             if quiet or json_out:

@@ -86,20 +86,27 @@ def test_a_search_without_a_seed_starts_from_the_seed_step_or_says_why_not(cpu_p
     said: list[str] = []
     ok = _fake_seed(tmp_path, "seed_ok.py", source)
     # the tuner starts from a seed whatever its speed (it tunes it; the engine judges the start)
-    assert inductor_start(task, task_path, "tune", cpu_pool, said.append, command=ok) == source
+    run_dir = tmp_path / "run"
+    assert inductor_start(task, task_path, run_dir, "tune", cpu_pool, said.append, command=ok) == source
     assert said[-1] == "starting from a seed from torch.compile's code (kernelsmith seed)"
     # an LLM search starts from it only when it is a success faster than the reference: on the CPU
     # (the interpreter) it is not, so the LLM writes the first version, and the line says why
-    assert inductor_start(task, task_path, "llm", cpu_pool, said.append, command=ok) is None
+    assert inductor_start(task, task_path, run_dir, "llm", cpu_pool, said.append, command=ok) is None
     assert said[-1].startswith("a seed from torch.compile's code (kernelsmith seed) is ") and said[-1].endswith(
         "x the reference: the LLM writes the first version"
     )
     failing = _fake_seed(tmp_path, "seed_fail.py", source)
-    assert inductor_start(task, task_path, "tune", cpu_pool, said.append, command=failing) is None
+    assert inductor_start(task, task_path, run_dir, "tune", cpu_pool, said.append, command=failing) is None
     assert said[-1] == (
         "no seed from torch.compile: seed needs a CUDA GPU (Inductor compiles the task for it), and none is "
         "visible here; the tuner needs --seed"
     )
+    # a run directory that holds a run keeps its stored start: nothing is derived, nothing said
+    run_dir.mkdir()
+    (run_dir / "run.sqlite").write_bytes(b"")
+    told = len(said)
+    assert inductor_start(task, task_path, run_dir, "tune", cpu_pool, said.append, command=ok) is None
+    assert len(said) == told
 
 
 def test_evolve_suite_asks_for_a_start_only_for_tasks_without_a_seed(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kernelsmith.errors import one_line
 from kernelsmith.evaluate.pool import EvalBackend
+from kernelsmith.evolve.store import STORE_NAME
 from kernelsmith.task import Task
 
 SEED_TIMEOUT_S = 1200.0  # Inductor's compile and autotuning of one task, max-autotune included
@@ -46,12 +47,16 @@ def derive(task_path: Path, command: Sequence[str] = SEED_COMMAND) -> tuple[str 
 def inductor_start(
     task: Task,
     task_path: Path,
+    run_dir: Path,
     mutator: str,
     backend: EvalBackend,
     say: Callable[[str], None],
     command: Sequence[str] = SEED_COMMAND,
 ) -> str | None:
-    """The seed a search without one starts from, or None (the search then starts as it would)."""
+    """The seed a search without one starts from, or None (the search then starts as it would). A run
+    directory that holds a run already keeps its stored start: nothing is derived for it."""
+    if (run_dir / STORE_NAME).is_file():
+        return None
     code, what = derive(task_path, command)
     if code is None:
         fallback = "the LLM writes the first version" if mutator == "llm" else "the tuner needs --seed"
