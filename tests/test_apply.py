@@ -155,6 +155,17 @@ def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path
     assert torch.equal(again, want) and removed.ops == before.ops
 
 
+def test_a_patch_folder_is_rewritten_but_a_file_of_the_users_there_is_not_lost(block, tmp_path: Path):
+    from kernelsmith.errors import UserError
+
+    out = _patch(block, tmp_path, HONEST)
+    _patch(block, tmp_path, HONEST)  # a previous patch is replaced
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="holds files of its own besides a patch"):
+        _patch(block, tmp_path, HONEST)
+    assert (out / "notes.txt").read_text() == "mine" and (out / "patch.json").is_file()
+
+
 @pytest.mark.parametrize("variant, fired, dropped, recomputed", [("Peek", 0, 1, 0), ("Late", 1, 0, 1)])
 def test_a_value_the_model_reads_itself_is_computed_for_real(block, tmp_path, variant, fired, dropped, recomputed):
     namespace: dict = {}

@@ -19,6 +19,7 @@ import torch
 
 from kernelsmith.capture.e2e import E2E, check, current_timers
 from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
 from kernelsmith.errors import UserError
@@ -106,24 +107,13 @@ def choose(
     return [picked[f] for f in sorted(picked, key=lambda f: written[f]["rank"])]
 
 
-def _prepare(out: Path) -> None:
-    """A new or empty folder, or a previous patch's (replaced); anything else is refused."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is not a directory")
-    if out.exists() and any(out.iterdir()):
-        if not (out / PATCH_MANIFEST).is_file():
-            raise UserError(f"--out {out} is not empty and holds no previous patch ({PATCH_MANIFEST}): choose another")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[Chosen, str | None, dict]]) -> int:
     """The patch folder: the runtime, each kept kernel beside its task, patch.json, __init__.py.
     Returns how many kernels it holds."""
     kept = [(c, code, t) for c, code, t in picks if code is not None]
     if not kept:
         raise UserError("no run gives a kernel to apply: " + "; ".join(f"{c.name}: {c.why}" for c, _, _ in picks))
-    _prepare(out)
+    prepare(out, PATCH_MANIFEST, {*RUNTIME, "__init__.py", "apply.json", "tasks", "kernels"}, "patch")
     (out / "tasks").mkdir()
     (out / "kernels").mkdir()
     here = Path(__file__).parent

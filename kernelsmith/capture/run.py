@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import torch
 
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.names import region_name
+from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.validate import check_task
@@ -54,23 +54,14 @@ class Capture:
 
 def _prepare_out(out: Path) -> None:
     """An empty or new DIR, or one that holds a previous capture (replaced); anything else is refused."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is not a directory")
-    if not out.exists() or not any(out.iterdir()):
-        out.mkdir(parents=True, exist_ok=True)
-        return
     manifest = out / MANIFEST
-    if not manifest.is_file():
-        raise UserError(f"--out {out} is not empty and holds no previous capture ({MANIFEST}): choose another DIR")
-    try:
-        previous = {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
-    except (ValueError, KeyError, TypeError):
-        raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
-    others = [p.name for p in out.iterdir() if p.name not in previous | {MANIFEST, "__pycache__"}]
-    if others:
-        raise UserError(f"--out {out} holds files of its own besides a capture ({', '.join(sorted(others)[:3])})")
-    for p in out.iterdir():
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    owned: set[str] = set()
+    if manifest.is_file():
+        try:
+            owned = {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
+    prepare(out, MANIFEST, owned, "capture")
 
 
 def _header(
