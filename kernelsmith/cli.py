@@ -224,7 +224,7 @@ def evolve_cmd(
     from kernelsmith.candidate import Candidate
     from kernelsmith.evaluate.backends import open_backend
     from kernelsmith.evolve.run import default_run_dir, evolve_config, run_evolve
-    from kernelsmith.evolve.store import STORE_NAME
+    from kernelsmith.evolve.store import holds_run
     from kernelsmith.report import write_run_report
     from kernelsmith.seed.start import inductor_start
     from kernelsmith.task_sizes import load_task
@@ -254,7 +254,7 @@ def evolve_cmd(
         with ExitStack() as stack:
             backend = None
             say = (lambda text: None) if quiet or json_out else (lambda text: console.print(escape(text)))
-            fresh = not (run_dir / STORE_NAME).is_file()  # a resumed run keeps its stored start: no pool for it
+            fresh = not holds_run(run_dir)  # a resumed run keeps its stored start: no pool for it
             if seed_code is None and inductor_seed and cfg.evaluation.device == "cuda" and not small and fresh:
                 backend = stack.enter_context(
                     closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation))

@@ -10,6 +10,7 @@ import pytest
 from conftest import CASES, REPO
 
 from kernelsmith.evaluate import Status
+from kernelsmith.evolve.store import STORE_NAME
 from kernelsmith.seed.assemble import candidate_source
 from kernelsmith.seed.record import InductorRecord
 from kernelsmith.task import Task
@@ -103,7 +104,7 @@ def test_a_search_without_a_seed_starts_from_the_seed_step_or_says_why_not(cpu_p
     )
     # a run directory that holds a run keeps its stored start: nothing is derived, nothing said
     run_dir.mkdir()
-    (run_dir / "run.sqlite").write_bytes(b"")
+    (run_dir / STORE_NAME).write_bytes(b"")
     told = len(said)
     assert inductor_start(task, task_path, run_dir, "tune", cpu_pool, said.append, command=ok) is None
     assert len(said) == told

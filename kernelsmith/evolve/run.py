@@ -106,10 +106,10 @@ def _outputs_on_interrupt(
 def check_resume(task: Task, run_dir: Path) -> None:
     """A run directory holding this task at the other size (--small or not) is an error that says
     so, before anything starts; any other task there is left to the engine's own check."""
-    from kernelsmith.evolve.store import STORE_NAME, RunStore
+    from kernelsmith.evolve.store import RunStore, holds_run
     from kernelsmith.task_sizes import shrink
 
-    if not (Path(run_dir) / STORE_NAME).is_file():
+    if not holds_run(run_dir):
         return
     try:
         store = RunStore.open_readonly(run_dir)

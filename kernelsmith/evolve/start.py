@@ -15,7 +15,7 @@ from pathlib import Path
 from kernelsmith.errors import UserError, one_line
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import NO_PROGRAM, Program
-from kernelsmith.evolve.store import STORE_NAME, RunStore
+from kernelsmith.evolve.store import STORE_NAME, RunStore, holds_run
 from kernelsmith.identity import program_hash
 from kernelsmith.progress import counted
 
@@ -92,7 +92,7 @@ class StartFiles:
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.dir_existed = run_dir.is_dir()
-        self.store_existed = (run_dir / STORE_NAME).is_file()
+        self.store_existed = holds_run(run_dir)
         self.existed = {name for name in RUN_FILES if (run_dir / name).exists()}
 
     def never_started(self, store: RunStore) -> bool:

@@ -19,6 +19,12 @@ from kernelsmith.evolve.program import Program, best_of
 
 STORE_NAME = "run.sqlite"
 
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a run's store (a search there resumes it)."""
+    return (Path(run_dir) / STORE_NAME).is_file()
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS programs (

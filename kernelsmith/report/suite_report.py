@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.errors import UserError
-from kernelsmith.evolve.store import STORE_NAME, RunStore
+from kernelsmith.evolve.store import RunStore, holds_run
 from kernelsmith.report.page import out_path, render_page, write_atomic
 from kernelsmith.report.run_data import read_summary
 from kernelsmith.report.run_report import REPORT_NAME
@@ -63,7 +63,7 @@ class TaskSearch:
 
 
 def _why_no_summary(run_dir: Path) -> str:
-    if not (run_dir / STORE_NAME).is_file():
+    if not holds_run(run_dir):
         return "not searched (the command's output says why)"
     try:
         store = RunStore.open_readonly(run_dir)

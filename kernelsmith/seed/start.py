@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kernelsmith.errors import one_line
 from kernelsmith.evaluate.pool import EvalBackend
-from kernelsmith.evolve.store import STORE_NAME
+from kernelsmith.evolve.store import holds_run
 from kernelsmith.task import Task
 
 SEED_TIMEOUT_S = 1200.0  # Inductor's compile and autotuning of one task, max-autotune included
@@ -55,7 +55,7 @@ def inductor_start(
 ) -> str | None:
     """The seed a search without one starts from, or None (the search then starts as it would). A run
     directory that holds a run already keeps its stored start: nothing is derived for it."""
-    if (run_dir / STORE_NAME).is_file():
+    if holds_run(run_dir):
         return None
     code, what = derive(task_path, command)
     if code is None:
