@@ -25,7 +25,7 @@ mkdir -p "$OUT"
   echo "KernelBench: $KB, every ${KS_STEP:-2}th problem; $(nproc) CPUs"; } | tee -a "$OUT/machine.log"
 # Output to a file, not a pipe: a sandbox left behind by the hard limit must not hold the call open.
 timeout -k 5 "${KS_HARD_LIMIT:-560}" python3 benchmarks/seed_kernelbench.py --kernelbench "$KB" --out "$OUT" \
-  --step "${KS_STEP:-2}" --deadline "${KS_DEADLINE:-480}" --jobs "${KS_JOBS:-4}" --device "${KS_DEVICE:-cuda}" \
-  ${KS_DONE:+--done "$KS_DONE"} > /tmp/seed_kernelbench.txt 2>&1
+  --step "${KS_STEP:-2}" --deadline "${KS_DEADLINE:-480}" --device "${KS_DEVICE:-cuda}" \
+  ${KS_JOBS:+--jobs "$KS_JOBS"} ${KS_DONE:+--done "$KS_DONE"} > /tmp/seed_kernelbench.txt 2>&1
 echo "exit $?"
 grep -v -E "USDT|UserWarning|_warn_once" /tmp/seed_kernelbench.txt | tail -40

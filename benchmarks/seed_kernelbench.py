@@ -4,10 +4,10 @@ success rule as `kernelsmith eval`, torch.compile's time beside it), and a per-t
 
 It works in chunks so that a device call of 10 minutes does useful work and a later call (or
 session) goes on where it stopped: the seeds of a chunk are derived in parallel (`kernelsmith
-seed` processes: Inductor's compile is CPU work), then the chunk's seeds are judged one at a time
-by one warm EvalPool with nothing else on the GPU. No chunk starts when the last one's duration
-would carry it past --deadline. Rows already measured (--done, e.g. a committed results file) are
-skipped and counted in the summary.
+seed` processes, four per GPU: Inductor's compile is CPU work), then the chunk's seeds are judged
+by one warm EvalPool, one verdict at a time on each visible GPU, with nothing else on the GPUs. No
+chunk starts when the last one's duration would carry it past --deadline. Rows already measured
+(--done, e.g. a committed results file) are skipped and counted in the summary.
 
 Output under --out (7 files): seed.log, seeds.jsonl (this call's rows), seed_table.md and
 summary.json (over --done and this call's rows), records.tgz (Inductor's output code and launch
@@ -20,6 +20,7 @@ Usage: python benchmarks/seed_kernelbench.py --kernelbench DIR --out OUT [--done
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -51,13 +52,16 @@ def task_list(kernelbench: Path, levels: list[str], step: int) -> list[tuple[str
     return out
 
 
-def seed_one(key: str, task: Path, run: Path, limit: float, threads: int, command: list[str]) -> dict:
-    """`kernelsmith seed` as a user runs it, in its own process group (killed whole at the limit)."""
+def seed_one(key: str, task: Path, run: Path, limit: float, threads: int, command: list[str], gpu: str | None) -> dict:
+    """`kernelsmith seed` as a user runs it, on one GPU, in its own process group (killed whole at
+    the limit)."""
     cand, rec = run / "candidates" / f"{key}.py", run / "records" / key
     cand.parent.mkdir(parents=True, exist_ok=True)
     rec.mkdir(parents=True, exist_ok=True)
     cmd = [*command, str(task), "--out", str(cand), "--record", str(rec)]
     env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=str(threads))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
@@ -82,23 +86,26 @@ def seed_one(key: str, task: Path, run: Path, limit: float, threads: int, comman
     return row
 
 
-def judge(pool, opts, row: dict, task: Path, cand: Path) -> None:
-    """The seed's verdict, by the rules of any candidate, into its row."""
+def submit(pool, opts, row: dict, task: Path, cand: Path):
+    """The seed's evaluation, by the rules of any candidate: a Future, or None where the file is
+    not a task (a seed was written for it all the same) and the row says so."""
     from kernelsmith.errors import UserError
     from kernelsmith.task import Task
 
-    t0 = time.monotonic()
     try:
-        r = pool.evaluate(Task.from_file(task), cand.read_text(), opts)
-    except UserError as exc:  # a file that is not a task (a seed was written for it all the same)
+        return pool.submit(Task.from_file(task), cand.read_text(), opts)
+    except UserError as exc:
         row.update(status="task_error", success=False, error=str(exc)[:300])
-        return
+        return None
+
+
+def record_verdict(row: dict, r) -> None:
     row.update({k: getattr(r, k) for k in VERDICT_FIELDS})
     row["status"] = r.status.value
     row["flags"] = [f.value for f in r.flags]
     row["triton_kernels"] = len(r.triton_kernels)
     row["error"] = (r.error or "")[-300:]
-    row["eval_s"] = round(time.monotonic() - t0, 1)
+    row["eval_s"] = round(r.stages.total, 1)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -143,15 +150,15 @@ def write_outputs(out: Path, run: Path, done: list[dict], rows: list[dict]) -> N
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--kernelbench", type=Path, required=True, help="a folder with level1/ and level2/")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--run", type=Path, default=Path("runs/seed"), help="work folder (candidates, records)")
     ap.add_argument("--levels", nargs="+", default=["level1", "level2"])
     ap.add_argument("--step", type=int, default=2, help="every step-th problem by number")
     ap.add_argument("--done", type=Path, help="rows measured before (seeds.jsonl of earlier calls): skipped")
-    ap.add_argument("--jobs", type=int, default=4, help="seeds derived at once")
-    ap.add_argument("--chunk", type=int, default=4, help="tasks per chunk (seeded together, then judged)")
+    ap.add_argument("--jobs", type=int, help="seeds derived at once [default: 4 per GPU]")
+    ap.add_argument("--chunk", type=int, help="tasks per chunk, seeded together, then judged [default: --jobs]")
     ap.add_argument("--deadline", type=float, default=480.0, help="seconds after which no chunk starts")
     ap.add_argument("--seed-limit", type=float, default=240.0, help="seconds one seed may take")
     ap.add_argument("--device", default="cuda")
@@ -174,27 +181,44 @@ def main() -> None:
         log.write(text + "\n")
         log.flush()
 
-    say(f"{len(todo)} tasks to seed ({len(measured)} measured before), {args.jobs} at once, chunks of {args.chunk}")
     from kernelsmith.evaluate import EvalOptions, EvalPool
+    from kernelsmith.evaluate.pool import visible_gpus
 
+    # Every visible GPU: seeds spread over them, and one verdict at a time on each (a pool worker per GPU).
+    gpus: list[str | None] = list(visible_gpus()) if args.device == "cuda" else [None]
+    jobs = args.jobs or 4 * len(gpus)
+    chunk_size = args.chunk or jobs
+    say(
+        f"{len(todo)} tasks to seed ({len(measured)} measured before), {jobs} at once on {len(gpus)} "
+        f"{'GPU(s)' if args.device == 'cuda' else 'worker(s)'}, chunks of {chunk_size}"
+    )
     opts = EvalOptions(device=args.device, compile_baseline=True)
-    threads = max(1, (os.cpu_count() or 2) // args.jobs)
+    threads = max(1, (os.cpu_count() or 2) // jobs)
     rows: list[dict] = []
     last_chunk = 0.0
-    with EvalPool(device=args.device, workers=1, options=opts) as pool, ThreadPoolExecutor(args.jobs) as seeders:
-        for at in range(0, len(todo), args.chunk):
+    pool = EvalPool(device=args.device, workers=len(gpus), options=opts)
+    with pool, ThreadPoolExecutor(jobs) as seeders:
+        for at in range(0, len(todo), chunk_size):
             elapsed = time.monotonic() - t_start
             if elapsed + last_chunk > args.deadline:
                 say(f"stopped at {elapsed:.0f} s (deadline {args.deadline:.0f} s): {len(todo) - at} tasks left")
                 break
             t_chunk = time.monotonic()
-            chunk = todo[at : at + args.chunk]
-            seeded = list(
-                seeders.map(lambda kp: seed_one(*kp, args.run, args.seed_limit, threads, args.seed_command), chunk)
-            )
-            for (key, path), row in zip(chunk, seeded):
-                if row["seed_rc"] == 0:
-                    judge(pool, opts, row, path, args.run / "candidates" / f"{key}.py")
+            chunk = todo[at : at + chunk_size]
+            seeded = [
+                f.result()
+                for f in [
+                    seeders.submit(seed_one, key, path, args.run, args.seed_limit, threads, args.seed_command, gpu)
+                    for (key, path), gpu in zip(chunk, itertools.cycle(gpus))
+                ]
+            ]
+            futures = [
+                submit(pool, opts, row, path, args.run / "candidates" / f"{key}.py") if row["seed_rc"] == 0 else None
+                for (key, path), row in zip(chunk, seeded)
+            ]
+            for row, future in zip(seeded, futures):
+                if future is not None:
+                    record_verdict(row, future.result())
                 rows.append(row)
                 say(json.dumps(row))
             write_outputs(args.out, args.run, done, rows)
