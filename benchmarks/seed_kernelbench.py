@@ -218,7 +218,10 @@ def main() -> None:
             ]
             for row, future in zip(seeded, futures):
                 if future is not None:
-                    record_verdict(row, future.result())
+                    try:
+                        record_verdict(row, future.result())
+                    except Exception as exc:  # the pool's own failure: this row says so, the run goes on
+                        row.update(status="no verdict", success=False, error=f"{type(exc).__name__}: {exc}"[:300])
                 rows.append(row)
                 say(json.dumps(row))
             write_outputs(args.out, args.run, done, rows)
