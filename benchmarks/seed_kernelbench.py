@@ -22,15 +22,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import signal
 import subprocess
-import sys
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from kernelsmith.seed.start import SEED_COMMAND
 
 VERDICT_FIELDS = (
     "status",
@@ -109,13 +109,14 @@ def record_verdict(row: dict, r) -> None:
 
 
 def summarize(rows: list[dict]) -> dict:
+    from kernelsmith.suite.metrics import geomean_speedup
+
     ok = [r for r in rows if r.get("success")]
-    vs = [r["speedup_vs_compile"] for r in ok if r.get("speedup_vs_compile")]
     return {
         "tasks": len(rows),
         "success": len(ok),
         "success_share": len(ok) / len(rows) if rows else None,
-        "geomean_vs_compile": math.exp(sum(map(math.log, vs)) / len(vs)) if vs else None,
+        "geomean_vs_compile": geomean_speedup([(True, r.get("speedup_vs_compile")) for r in ok]),
         "without_seed": {
             r["task"]: r.get("reason") or r.get("error") or r.get("status") for r in rows if not r.get("success")
         },
@@ -165,7 +166,7 @@ def main() -> None:
     ap.add_argument(
         "--seed-command",
         nargs="+",
-        default=[sys.executable, "-m", "kernelsmith", "seed"],
+        default=list(SEED_COMMAND),
         help="what derives a seed, given TASK --out FILE --record DIR (a stand-in for a dry run of the judging)",
     )
     args = ap.parse_args()
