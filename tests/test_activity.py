@@ -142,6 +142,34 @@ def test_a_stopped_recorder_is_tampered():
     ],
 )
 def test_judge_clock(device, sandbox_ms, wall_ms, calls, overhead, mismatch):
-    v = judge_clock.judge(device, sandbox_ms, wall_ms, calls, overhead)
+    v = judge_clock.judge(device, "eager", sandbox_ms, wall_ms, calls, overhead)
     assert v.mismatch is mismatch, v
     assert v.per_call_ms == pytest.approx(wall_ms / calls - overhead)
+
+
+@pytest.mark.parametrize(
+    "sandbox_ms,wall_ms,calls,overhead,mismatch",
+    [
+        # A 2 us call, 4096 in the batch (8.2 ms), harness 3 ms, 0.3 ms of request and reply.
+        (0.002, 8.2 + 3.0 + 0.3, 4096, 3.0, False),
+        (0.0005, 8.2 + 3.0 + 0.3, 4096, 3.0, True),  # its time forged 4x down
+        (0.0015, 8.2 + 3.0 + 0.3, 4096, 3.0, False),  # within the margin
+        (0.002, 8.2 + 3.0 + 2.0, 4096, 3.0, False),  # a 2 ms host hiccup between go and the reply
+        (0.002, 6.0 + 3.0 + 0.3, 4096, 3.0, False),  # the warm calls of the batch faster than the cold ones
+        (0.05, 400 * 0.05 + 1.0, 400, 0.8, False),  # a 50 us call
+        (0.02, 400 * 0.05 + 1.0, 400, 0.8, True),  # 2.5x down
+    ],
+)
+def test_judge_clock_over_graph_replays(sandbox_ms, wall_ms, calls, overhead, mismatch):
+    v = judge_clock.judge("cuda", "graph", sandbox_ms, wall_ms, calls, overhead)
+    assert v.mismatch is mismatch, v
+    assert v.per_call_ms == pytest.approx((wall_ms - overhead) / calls)
+
+
+def test_graph_batch_sizes():
+    assert judge_clock.graph_batch_calls(0.002) == 4096  # 2 us: capped
+    assert judge_clock.graph_batch_calls(0.1) == 200
+    assert judge_clock.graph_batch_calls(50.0) == 8
+    assert judge_clock.graph_batch_sets(4096, 2**20) == 16
+    assert judge_clock.graph_batch_sets(8, 2**20) == 8
+    assert judge_clock.graph_batch_sets(200, 2**31) == 1  # memory-bound: one set, refilled each go

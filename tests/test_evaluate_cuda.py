@@ -42,7 +42,11 @@ def test_honest_kernel_is_correct_and_timed(gpu_pool):
     assert r.flags == []
     assert r.speedup is not None and r.speedup > 0
     assert r.speedup_vs_compile is not None or r.compile_baseline_error
-    assert r.timing is not None and r.timing.reps >= 20
+    # Device time per call from a CUDA graph (10 replays of many calls), eager call time beside it.
+    assert r.timing_method == "cuda_graph" and r.speedup_basis == "device_time", (r.timing_method, r.timing_fallback)
+    assert r.timing is not None and r.timing.reps * r.timing.calls >= 20
+    assert r.eager_ms and r.reference_eager_ms and r.eager_speedup
+    assert r.judge_timing is not None and r.judge_timing.regime == "graph" and r.judge_timing.calls >= 8
     assert r.gpu_name and r.kernel_launches == 5
     again = gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON)
     assert again.baseline_cached and again.reference_ms == r.reference_ms

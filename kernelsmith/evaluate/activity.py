@@ -118,6 +118,17 @@ class Activity:
         self.ordered_windows += other.ordered_windows
 
 
+def scaled(act: Activity, factor: float) -> Activity:
+    """The counts of `act` times `factor`, rounded: a window's record for another number of calls."""
+    if factor == 1:
+        return act
+    return Activity(
+        kernels=Counter({k: round(n * factor) for k, n in act.kernels.items()}),
+        kernel_ns=act.kernel_ns,
+        ops=Counter({k: round(n * factor) for k, n in act.ops.items()}),
+    )
+
+
 @dataclass(frozen=True)
 class KernelSpan:
     name: str
@@ -153,9 +164,10 @@ class ActivityRecorder:
 
     With `hold_cycles` (CUDA), the window checks stream order: call `rec.hold()` right before
     forward and `rec.release()` right after it (see the module's docstring); the two spin kernels
-    are the recorder's own and are left out of the counts."""
+    are the recorder's own and are left out of the counts. With `keep_spans`, every device kernel's
+    span (name, stream, start, end) is kept in `rec.spans` (the timing harness reads graph replays)."""
 
-    def __init__(self, device: str, hold_cycles: int = 0):
+    def __init__(self, device: str, hold_cycles: int = 0, keep_spans: bool = False):
         from torch.profiler import ProfilerActivity
 
         self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -163,6 +175,8 @@ class ActivityRecorder:
         self.activity = Activity()
         self.prof = None
         self.hold_cycles = int(hold_cycles) if device == "cuda" else 0
+        self.keep_spans = keep_spans
+        self.spans: list[KernelSpan] = []
 
     def hold(self) -> None:
         if self.hold_cycles:
@@ -211,6 +225,8 @@ class ActivityRecorder:
             elif name.startswith("aten::"):
                 act.ops[name[6:]] += 1
         act.tampered = not seen_marker
+        if self.keep_spans:
+            self.spans = spans
         ours: set[KernelSpan] = set()
         if self.hold_cycles:
             order = stream_order(spans)

@@ -281,7 +281,7 @@ def checksum_weights(leaves: list, seed: int) -> list:
     return out
 
 
-def _flat32(leaf: torch.Tensor) -> torch.Tensor:
+def flat32(leaf: torch.Tensor) -> torch.Tensor:
     x = torch.view_as_real(leaf) if leaf.is_complex() else leaf
     return x.reshape(-1).to(torch.float32)
 
@@ -290,7 +290,7 @@ def weighted_checksums(leaves: list, weights: list) -> list:
     """One 0-d tensor per weighted leaf (left on the device: no sync)."""
     if len(leaves) != len(weights):
         raise ValueError(f"forward returned {len(leaves)} outputs, earlier {len(weights)}")
-    return [torch.dot(_flat32(leaf), w) for leaf, w in zip(leaves, weights) if w is not None]
+    return [torch.dot(flat32(leaf), w) for leaf, w in zip(leaves, weights) if w is not None]
 
 
 def checksum_mismatch(ref_leaves: list, weights: list, got: list, err_l2: list[float] | None) -> str | None:
@@ -299,7 +299,7 @@ def checksum_mismatch(ref_leaves: list, weights: list, got: list, err_l2: list[f
     if len(got) != len(refs):
         return f"{len(got)} checksums for {len(refs)} output tensors"
     for (i, r, w), value in zip(refs, got):
-        flat = _flat32(r)
+        flat = flat32(r)
         expect = float(torch.dot(flat, w))
         if not math.isfinite(expect):
             continue  # the reference itself has inf/NaN: the full check of other calls covers it

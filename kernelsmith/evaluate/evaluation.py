@@ -1,31 +1,35 @@
 """One evaluation, step by step, in the judge: load, correctness trials (each recorded below
 Python), the sandbox's timing run, the judge-clocked batch, then the verdict with its flags and
 task notes. The judge (kernelsmith.evaluate.judge) owns the warm state this uses: sandboxes, the
-task modules, the baseline cache.
+task modules, the baselines; the timing stages are in kernelsmith.evaluate.evaluation_timing.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections import Counter
 from pathlib import Path
 
 from kernelsmith.candidate import analyze
-from kernelsmith.evaluate import judge_clock, roofline
-from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
+from kernelsmith.evaluate.activity import (
+    GLUE_OPS,
+    Activity,
+    fmt_kernels,
+    is_own_kernel,
+    judge_operators,
+    scaled,
+)
 from kernelsmith.evaluate.breakdown import kernel_breakdown
 from kernelsmith.evaluate.build.cache import BuildCache
-from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs, is_degenerate
+from kernelsmith.evaluate.checks import flatten_outputs, is_degenerate
 from kernelsmith.evaluate.containment import ContainmentError
-from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed  # judge imports this module lazily
+from kernelsmith.evaluate.evaluation_timing import TimingStages, _Verdict
+from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import (
     BuildRecord,
     EvalResult,
-    JudgeTiming,
     KernelRecord,
     StageSeconds,
     Status,
@@ -36,20 +40,12 @@ from kernelsmith.evaluate.runtime import build_model
 from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
 from kernelsmith.evaluate.verdict import Flag, TaskNote
 
-# A reference faster than this (CUDA) is mostly launch and sync overhead: speedups say little.
+# A reference faster than this (CUDA), when it cannot be timed in a CUDA graph, is mostly launch and
+# sync overhead: speedups say little. (In a graph, kernel timestamps time it right from ~2 us.)
 TOO_SMALL_MS = 0.02
 
 
-class _Verdict(Exception):
-    """Ends an evaluation early with this verdict."""
-
-    def __init__(self, status: Status, error: str | None = None):
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
-class Evaluation:
+class Evaluation(TimingStages):
     """One candidate, step by step: load, correctness trials (each recorded below Python), timing
     in the sandbox, the judge-clocked batch, then the verdict with its flags and task notes."""
 
@@ -207,10 +203,13 @@ class Evaluation:
         cached = self._baselines()
         self._correctness(sb)
         t_corr = time.monotonic()
-        cand = self._time(sb)
-        clock = self._batch(sb, cand)
-        self.stages.timing = time.monotonic() - t_corr
-        return self._final(cand, clock, cached)
+        if self.j.device == "cuda":  # a spare's start beside the timed calls disturbs the GPU and host
+            self.j.settle()  # (the CPU's times are relative only; the baselines settle on both)
+        self.stages.settle = time.monotonic() - t_corr
+        timed = self._time(sb)
+        clock = self._batch(sb, timed.device)
+        self.stages.timing = time.monotonic() - t_corr - self.stages.settle
+        return self._final(timed, clock, cached)
 
     def _load(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> None:
         """A warm sandbox, its containment checked, the job sent; the reference built here while
@@ -260,7 +259,7 @@ class Evaluation:
         if self.baseline.get("aliases_input"):
             self.notes[TaskNote.output_aliases_input] = "the reference returns (a view of) one of its inputs"
         ref_t: TimingStats = self.baseline["reference"]
-        if j.device == "cuda" and ref_t.median_ms < TOO_SMALL_MS:
+        if j.device == "cuda" and ref_t.method != "cuda_graph" and ref_t.median_ms < TOO_SMALL_MS:
             self.notes[TaskNote.too_small_to_time] = (
                 f"the reference runs {ref_t.median_ms * 1e3:.3g} us: launch and "
                 "synchronisation overhead dominate its speedups"
@@ -314,22 +313,23 @@ class Evaluation:
         self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, errs)] if self.err_l2 else list(errs)
 
     def _operators(
-        self, act: Activity, where: str, python_launches: int, calls: int, harness: frozenset[str] = frozenset()
+        self, act: Activity, where: str, python_launches: int, calls: int, harness: Activity | None = None
     ) -> None:
-        """The operator rule on what one window recorded (`calls` forward calls in it; `harness`:
-        names of kernels and ops the harness itself ran in the window)."""
+        """The operator rule on what one window recorded (`calls` forward calls in it; `harness`: the
+        kernels and ops the harness itself ran in the window, by count, taken off the candidate's)."""
         if act.tampered:
             self.flags[Flag.activity_tampered] = f"the activity record of {where} was stopped or replaced"
             return
+        harness = harness or Activity()
         ref = self.ref_activity
         if self.device_activity:
-            cand = Activity(kernels=_without(act.kernels, harness), kernel_ns=act.kernel_ns)
+            cand = Activity(kernels=act.kernels - harness.kernels, kernel_ns=act.kernel_ns)
         else:  # aten ops; own kernels counted where they are launched
-            cand, ref = Activity(ops=_without(act.ops, harness)), Activity(ops=ref.ops)
+            cand, ref = Activity(ops=act.ops - harness.ops), Activity(ops=ref.ops)
         self.base["activity_source"] = "device" if self.device_activity else "aten"
         v = judge_operators(
             cand,
-            _scaled(ref, calls),
+            scaled(ref, calls),
             self.own_names,
             self.opts.torch_ops,
             python_launches=None if self.device_activity else python_launches,
@@ -362,134 +362,6 @@ class Evaluation:
                     f"({fmt_kernels(act.early)}): they did not wait for their inputs"
                 ),
             )
-
-    def _time(self, sb: SandboxHandle) -> TimingStats:
-        """The sandbox's own timing run; its last call's output is checked."""
-        j, opts = self.j, self.opts
-        seed = _seed()
-        sb.send({"op": "time", "seed": seed, "options": opts.model_dump()})
-        msg = self._wait(sb, "timing")
-        cand = TimingStats(**msg["stats"])
-        if msg.get("profile"):
-            self.profile_activity = Activity.from_message(msg["profile"])
-            self.profile_activity.windows = max(1, min(self.profile_activity.windows, 100))
-        act = Activity.from_message(msg.get("activity") or {})
-        if act.tampered:
-            self.flags[Flag.activity_tampered] = "the activity record of the timing run was stopped or replaced"
-        # Timed call k ran on inputs of seed + 1 + k; the last one's output is checked. The judge
-        # derives that seed from the number of calls instead of taking it as told.
-        _, ref_out = j.run_reference(self.task, self.ref_model, seed + cand.reps)
-        cmp = j.check(msg, ref_out, None, opts, check_l2=self.degenerate)
-        sb.send({"op": "ack"})
-        if not cmp.ok:
-            raise _Verdict(Status.incorrect, f"output of a timed call: {cmp.message}")
-        if not cand.median_ms > 0:
-            raise _Verdict(Status.runtime_error, "the timing reported a non-positive time")
-        return cand
-
-    def _batch(self, sb: SandboxHandle, cand: TimingStats) -> JudgeTiming:
-        """Calls timed by the judge's clock, each checked by its checksum (judge_clock). On CUDA the
-        batch runs twice and the faster counts: a host hiccup in one batch is not held against
-        the candidate, and whatever a slower batch did, its time is not used."""
-        j, dev = self.j, self.j.device
-        calls = judge_clock.batch_calls(dev, cand.median_ms)
-        _, probe = j.run_reference(self.task, self.ref_model, _seed())
-        overhead_ms, harness = j.batch_overhead(
-            self.task, probe, checksum_weights(flatten_outputs(probe), 0), min(calls, 8)
-        )
-        del probe
-        runs = [self._one_batch(sb, calls, harness) for _ in range(judge_clock.BATCHES[dev])]
-        wall_ms, seed, wseed, sums = min(runs, key=lambda run: run[0])
-        rng = secrets.SystemRandom()
-        weights = None
-        for k in sorted(rng.sample(range(calls), min(calls, judge_clock.VERIFIED_CALLS))):
-            _, ref_out = j.run_reference(self.task, self.ref_model, seed + 1 + k)
-            weights = weights or checksum_weights(flatten_outputs(ref_out), wseed)
-            bad = checksum_mismatch(flatten_outputs(ref_out), weights, [float(x) for x in sums[k]], self.err_l2)
-            if bad:
-                raise _Verdict(
-                    Status.incorrect,
-                    f"judge-timed call {k + 1} of {calls}: {bad}: its output is not "
-                    "the reference's (work skipped or done on other inputs)",
-                )
-        verdict = judge_clock.judge(dev, cand.median_ms, wall_ms, calls, overhead_ms)
-        self.clock = verdict
-        return JudgeTiming(calls=calls, wall_ms=wall_ms, overhead_ms=overhead_ms, per_call_ms=verdict.per_call_ms)
-
-    def _one_batch(self, sb: SandboxHandle, calls: int, harness: frozenset[str]) -> tuple[float, int, int, list]:
-        """One judge-timed batch: (wall ms, seed, weight seed, checksums); the operator rule runs
-        on its activity."""
-        seed, wseed = _seed(), _seed()
-        sb.send({"op": "batch", "calls": calls})
-        if self._wait(sb, "judge-timed calls").get("op") != "armed":
-            raise ProtocolError("unexpected reply to the judge-timed calls")
-        t0 = time.perf_counter()
-        sb.send({"op": "go", "seed": seed, "weight_seed": wseed})
-        msg = self._wait(sb, "judge-timed calls")
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        if msg.get("op") != "batch_done":
-            raise ProtocolError(f"unexpected reply {msg.get('op')!r} to the judge-timed calls")
-        sums = msg["checksums"]
-        if not isinstance(sums, list) or len(sums) != calls:
-            raise _Verdict(Status.incorrect, f"the judge-timed batch reported {len(sums)} of {calls} calls")
-        launches = int(msg.get("launches", 0))
-        msg = self._wait(sb, "judge-timed calls")
-        if msg.get("op") != "batch_activity":
-            raise ProtocolError(f"unexpected reply {msg.get('op')!r} after the judge-timed calls")
-        act = Activity.from_message(msg.get("activity") or {})
-        self._operators(act, "the judge-timed calls", launches, calls=calls, harness=harness)
-        return wall_ms, seed, wseed, sums
-
-    def _final(self, cand: TimingStats, clock: JudgeTiming, cached: bool) -> EvalResult:
-        j = self.j
-        cand_ms = cand.median_ms
-        if self.clock.mismatch:
-            self.flags[Flag.timing_mismatch] = (
-                f"the sandbox timed {cand_ms:.4g} ms a call; the judge's clock gives {clock.per_call_ms:.4g} ms a "
-                f"call over {clock.calls} calls (harness work subtracted), beyond the margin: the judge's time is used"
-            )
-            cand_ms = clock.per_call_ms
-        floor = j.floor_ms(self.baseline)
-        if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
-            self.flags[Flag.faster_than_roofline] = (
-                f"{cand_ms:.4g} ms is below the task's roofline floor of "
-                f"{floor:.4g} ms (bytes / measured bandwidth, FLOPs / measured peak)"
-            )
-        ref_t: TimingStats = self.baseline["reference"]
-        comp_t: TimingStats | None = self.baseline["compile"]
-        ref_records, ref_kernel_ms = kernel_breakdown(self.ref_activity, lambda k: False)
-        result = self.verdict(
-            Status.correct,
-            speedup=ref_t.median_ms / cand_ms,
-            speedup_vs_compile=(comp_t.median_ms / cand_ms) if comp_t else None,
-            candidate_ms=cand_ms,
-            reference_ms=ref_t.median_ms,
-            compile_ms=comp_t.median_ms if comp_t else None,
-            floor_ms=floor,
-            timing=cand,
-            judge_timing=clock,
-            reference_timing=ref_t,
-            compile_timing=comp_t,
-            baseline_cached=cached,
-            compile_baseline_error=self.baseline.get("compile_error"),
-            reference_kernels=ref_records,
-            reference_kernel_ms=ref_kernel_ms if ref_records else None,
-        )
-        return result
-
-
-def _without(counts: Counter, names) -> Counter:
-    return Counter({k: n for k, n in counts.items() if k not in names})
-
-
-def _scaled(act: Activity, calls: int) -> Activity:
-    if calls == 1:
-        return act
-    return Activity(
-        kernels=Counter({k: n * calls for k, n in act.kernels.items()}),
-        kernel_ns=act.kernel_ns,
-        ops=Counter({k: n * calls for k, n in act.ops.items()}),
-    )
 
 
 def _failure(msg: dict) -> tuple[Status, str]:

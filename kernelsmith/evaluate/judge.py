@@ -19,24 +19,24 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.evaluate import roofline, timing
-from kernelsmith.evaluate.activity import ActivityRecorder
+from kernelsmith.evaluate import roofline
+from kernelsmith.evaluate.activity import Activity, ActivityRecorder, scaled
 from kernelsmith.evaluate.baseline_cache import BaselineCache
+from kernelsmith.evaluate.baselines import BaselineTimer
 from kernelsmith.evaluate.checks import (
     Comparison,
+    checksum_weights,
     compare_outputs,
     flatten_outputs,
     output_structure,
     structure_mismatch,
     weighted_checksums,
 )
-from kernelsmith.evaluate.containment import ContainmentError
 from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.process import kill_strays
-from kernelsmith.evaluate.protocol import Channel, ProtocolError, decode_tensor
-from kernelsmith.evaluate.result import EvalResult
-from kernelsmith.evaluate.runtime import excerpt, make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.protocol import ProtocolError, decode_tensor
+from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, synchronize
 from kernelsmith.evaluate.sandbox_handle import SandboxHandle
 from kernelsmith.task import load_module
 
@@ -80,6 +80,8 @@ class Judge:
             self.gpu_name = f"cpu:{platform.processor() or platform.machine()}"
         self.torch_version = str(torch.__version__)
         self.cache = BaselineCache()
+        self.timer = BaselineTimer(device, self.gpu_name, self.torch_version, self.forward_nosync, self.cache)
+        self._ceilings: dict | None = None
         self.tasks: dict[str, types.ModuleType] = {}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -127,74 +129,38 @@ class Judge:
         return out
 
     def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
-        """Eager and torch.compile timings of the reference, with the task's bytes, FLOPs, the
-        kernels (or aten ops) one reference call runs, and whether its output aliases an input."""
-        eff = opts.effective_timing()
-        timing_key = (
-            f"v2:{self.device}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:{eff.max_reps}:"
-            f"{opts.wants_compile_baseline}"
-        )
-        key = BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)
-        if opts.use_baseline_cache:
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit, True
-        seed = _seed()
-        inputs, out = self.run_reference(task, model, seed)
-        task_bytes = roofline.tensor_bytes(inputs) + roofline.tensor_bytes(out)
-        in_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
-        aliases = any(
-            isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in in_storages for o in flatten_outputs(out)
-        )
-        try:
-            task_flops = roofline.count_flops(model, inputs)
-        except Exception:  # an op the counter cannot trace: count bytes only
-            task_flops = 0
-        del out
-        with ActivityRecorder(self.device) as rec:
-            self.forward(model, inputs)
+        """The reference's and torch.compile's figures (kernelsmith.evaluate.baselines), with the
+        task's bytes, FLOPs, the kernels (or aten ops) one reference call runs, and whether its output
+        aliases an input; cached per task and GPU when steady."""
+        self.settle()
+        return self.timer.measure(task, task_hash, model, opts, self.run_reference)
 
-        def refill(rep: int) -> None:
-            refill_inputs(task, inputs, seed + 1 + rep, self.device)
-
-        flush = timing.L2Flusher(self.device)
-        with ActivityRecorder(self.device):  # candidates are timed under the recorder: the same conditions
-            ref = timing.benchmark(lambda: self.forward_nosync(model, inputs), opts, flush, refill)
-        compiled, compile_error = None, None
-        if opts.wants_compile_baseline:
+    def settle(self) -> None:
+        """Wait until the spare sandboxes have finished starting: a sandbox importing torch beside a
+        timed call slows it (on the 2-core CPU a 0.03 ms reference measured 7 ms while one started)."""
+        deadline = time.monotonic() + self.SANDBOX_START_LIMIT
+        for sb in list(self.spares):
             try:
-                cmodel = torch.compile(model)
-                self.forward(cmodel, inputs)  # compiles
-                with ActivityRecorder(self.device):
-                    compiled = timing.benchmark(lambda: self.forward_nosync(cmodel, inputs), opts, flush, refill)
-            except Exception as exc:  # inductor can fail on exotic ops; the verdict does not depend on it
-                compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        payload = {
-            "reference": ref,
-            "compile": compiled,
-            "compile_error": compile_error,
-            "task_bytes": task_bytes,
-            "task_flops": task_flops,
-            "activity": rec.activity.to_message(),
-            "aliases_input": aliases,
-        }
-        self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
-        return payload, False
+                sb.wait_ready(deadline)
+            except Exception:  # a spare that failed to start is replaced when it is taken
+                pass
 
-    def ceilings(self) -> dict:
-        """Measured copy bandwidth and bf16 matmul rate of this GPU (cached per GPU and torch)."""
+    def ceilings(self, use_cache: bool = True) -> dict:
+        """Measured copy bandwidth and bf16 matmul rate of this GPU (cached per GPU and torch, and in
+        this judge's memory; `use_cache=False`: the cache file is neither read nor written)."""
         key = f"ceilings|{self.gpu_name}|{self.torch_version}"
-        ceilings = self.cache.get(key)
-        if ceilings is None:
-            ceilings = roofline.measure_ceilings()
-            self.cache.put(key, self.gpu_name, self.torch_version, "", ceilings)
-        return ceilings
+        if self._ceilings is None:
+            stored = self.cache.get(key) if use_cache else None
+            self._ceilings = stored or roofline.measure_ceilings()
+            if stored is None and use_cache:
+                self.cache.put(key, self.gpu_name, self.torch_version, "", self._ceilings)
+        return self._ceilings
 
-    def floor_ms(self, baseline: dict) -> float | None:
+    def floor_ms(self, baseline: dict, use_cache: bool = True) -> float | None:
         """The task's roofline floor on this GPU (None on the CPU)."""
         if self.device != "cuda":
             return None
-        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), self.ceilings())
+        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), self.ceilings(use_cache))
 
     def hardware(self) -> dict:
         """What a prompt says about the machine: name, SM count, memory, measured ceilings."""
@@ -228,24 +194,38 @@ class Judge:
         with torch.no_grad():
             return model(*inputs)
 
-    def batch_overhead(self, task, ref_out, weights: list, calls: int) -> tuple[float, frozenset[str]]:
-        """Per call, what the sandbox's batch loop does besides forward (refill the inputs, take
-        the checksums), timed here in the judge's own process, and the device kernels that work
-        launches (not the candidate's)."""
+    def batch_overhead(self, task, ref_out, calls: int) -> tuple[float, Activity]:
+        """Per call, what the sandbox's eager batch loop does besides forward (refill the inputs, take
+        the checksums), timed here in the judge's own process, and what that work launches for
+        `calls` calls (weights drawn once, refills and checksums per call): counts the candidate's
+        record is reduced by, so that the harness's ops never count as the candidate's."""
         leaves = flatten_outputs(ref_out)
         seed = _seed()
         inputs = make_inputs(task, seed, self.device)
-        with ActivityRecorder(self.device) as rec:  # the sandbox's batch runs under the recorder too
+        with ActivityRecorder(self.device) as once:  # the sandbox's batch runs under the recorder too
+            weights = checksum_weights(leaves, seed)
+            synchronize(self.device)
+        probe = min(calls, 8)
+        with ActivityRecorder(self.device) as rec:
             refill_inputs(task, inputs, seed + 1, self.device)  # warm-up, outside the clock
             weighted_checksums(leaves, weights)
             synchronize(self.device)
             t0 = time.perf_counter()
-            for k in range(calls):
+            for k in range(probe):
                 refill_inputs(task, inputs, seed + 2 + k, self.device)
                 weighted_checksums(leaves, weights)
             synchronize(self.device)
-            per_call = (time.perf_counter() - t0) * 1e3 / calls
-        return per_call, frozenset(rec.activity.kernels) | frozenset(rec.activity.ops)
+            per_call = (time.perf_counter() - t0) * 1e3 / probe
+        harness = once.activity
+        harness.add(scaled(rec.activity, calls / (probe + 1)))
+        return per_call, harness
+
+    def graph_batch_overhead(self, task, ref_out, calls: int, sets: int) -> tuple[float, Activity]:
+        """The graph batch's own cost for one "go" (refills, weights, in-graph checksums, the copy
+        back), measured here around a forward that launches nothing, and the kernels it runs."""
+        from kernelsmith.evaluate.graph_batch import harness_cost
+
+        return harness_cost(ref_out, lambda s: make_inputs(task, s, self.device), calls, sets, _seed(), self.device)
 
     def check(
         self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions, check_l2: bool = False
@@ -273,58 +253,7 @@ class Judge:
         del got
         return cmp
 
-    # -- one evaluation --------------------------------------------------------------------
-    def evaluate(
-        self,
-        task_source: str,
-        task_hash: str,
-        candidate_source: str,
-        candidate_hash: str,
-        opts: EvalOptions,
-        build: dict | None = None,
-    ) -> EvalResult:
-        from kernelsmith.evaluate.evaluation import Evaluation
-
-        return Evaluation(self, task_hash, candidate_hash, opts, build).run(task_source, candidate_source)
-
     def close(self) -> None:
         for sb in self.spares:
             sb.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) -> None:
-    judge = Judge(device, tmp, spares)
-    chan.send({"op": "ready", "gpu_name": judge.gpu_name, "torch_version": judge.torch_version})
-    try:
-        while True:
-            try:
-                req = chan.recv()
-            except (EOFError, ConnectionError):
-                return
-            if req.get("op") == "hardware":
-                chan.send({"op": "hardware", "hardware": judge.hardware()})
-                continue
-            if req.get("op") == "profile":
-                chan.send({"op": "profile", "profile": judge.profile(req).model_dump(mode="json")})
-                continue
-            if req.get("op") != "evaluate":
-                return
-            try:
-                result = judge.evaluate(
-                    req["task_source"],
-                    req["task_hash"],
-                    req["candidate_source"],
-                    req["candidate_hash"],
-                    EvalOptions(**req["options"]),
-                    req.get("build"),
-                )
-                chan.send({"op": "result", "result": result.model_dump(mode="json")})
-            except TaskLoadError as exc:
-                chan.send({"op": "task_error", "error": str(exc)})
-            except ContainmentError as exc:
-                chan.send({"op": "setup_error", "error": str(exc)})
-            except Exception as exc:  # a bug of ours: report it with its traceback
-                chan.send({"op": "internal_error", "error": excerpt(exc, limit=6000)})
-    finally:
-        judge.close()

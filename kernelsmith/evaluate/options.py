@@ -71,7 +71,11 @@ class EvalOptions(BaseModel):
     # operators for part of the work and fails one whose own kernels do none of the reference's
     # work; "none" fails any library compute in forward.
     torch_ops: Literal["partial", "none"] = "partial"
+    # False (--no-cache): the baseline cache is neither read nor written.
     use_baseline_cache: bool = True
+    # Device time with the L2 flushed before every call ("cold", the default: no call finds its inputs
+    # left in the cache by the one before) or not ("warm": as in a stream of back-to-back kernels).
+    l2: Literal["cold", "warm"] = "cold"
     # Timing: reps grow until `timing_budget_ms` of samples, within [min_reps, max_reps].
     warmup_ms: float = Field(default=100.0, ge=0, allow_inf_nan=False)
     timing_budget_ms: float = Field(default=400.0, ge=0, allow_inf_nan=False)

@@ -21,7 +21,8 @@ class Status(str, Enum):
 
 
 class TimingStats(BaseModel):
-    """One timed function: the median is the number that counts."""
+    """One timed function: the median is the number that counts. Each of the `reps` samples is one
+    call's time, or the mean over `calls` calls (a graph replay's median call, a round of eager calls)."""
 
     median_ms: float
     mean_ms: float
@@ -29,16 +30,34 @@ class TimingStats(BaseModel):
     max_ms: float
     std_ms: float
     reps: int
+    # How it was measured (kernelsmith.evaluate.timing): cuda_graph, cuda_events_sync, eager_stream,
+    # cpu_wall, cpu_eager; None in records stored before methods were named.
+    method: str | None = None
+    calls: int = 1
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
+    def from_samples(cls, samples_ms: list[float], method: str | None = None, calls: int = 1) -> TimingStats:
         xs = sorted(samples_ms)
         n = len(xs)
         mid = n // 2
         median = xs[mid] if n % 2 else 0.5 * (xs[mid - 1] + xs[mid])
         mean = sum(xs) / n
         var = sum((x - mean) ** 2 for x in xs) / max(n - 1, 1)
-        return cls(median_ms=median, mean_ms=mean, min_ms=xs[0], max_ms=xs[-1], std_ms=var**0.5, reps=n)
+        return cls(
+            median_ms=median,
+            mean_ms=mean,
+            min_ms=xs[0],
+            max_ms=xs[-1],
+            std_ms=var**0.5,
+            reps=n,
+            method=method,
+            calls=calls,
+        )
+
+    @property
+    def spread(self) -> float:
+        """max / min of the samples (1.0 when min is not positive)."""
+        return self.max_ms / self.min_ms if self.min_ms > 0 else 1.0
 
 
 class StageSeconds(BaseModel):
@@ -52,6 +71,7 @@ class StageSeconds(BaseModel):
     load: float = 0.0  # import of the candidate, ModelNew construction
     correctness: float = 0.0
     baseline: float = 0.0  # reference and torch.compile timing (0 when cached)
+    settle: float = 0.0  # waiting for spare sandboxes to finish starting before the timed stage
     timing: float = 0.0
     total: float = 0.0
 
@@ -95,19 +115,34 @@ class JudgeTiming(BaseModel):
     """The judge's own clock over a batch of calls: what the sandbox cannot touch."""
 
     calls: int
-    wall_ms: float  # request to reply, across a device-wide synchronize
-    overhead_ms: float  # per call: the harness's own work in the batch, measured by the judge
-    per_call_ms: float  # (wall / calls) - overhead: an upper bound of one call's time
+    wall_ms: float  # request to reply, across a device-wide synchronize (the fastest batch)
+    # The harness's own work in the batch, measured by the judge: per call ("eager" regime), or the
+    # whole batch's ("graph" regime: refilling the input sets, the in-graph checksums).
+    overhead_ms: float
+    per_call_ms: float  # (wall - overhead) / calls: an upper bound of one call's time
+    regime: str = "eager"  # "eager": calls run one by one from Python; "graph": replays of a CUDA graph
+    batches: int = 1  # batches run; the fastest counts
 
 
 class EvalResult(BaseModel):
     status: Status
     correct: bool
+    # Device time per call on CUDA (what a CUDA-graph serving engine pays; `speedup_basis` says which
+    # time `speedup` compares), wall time on the CPU (relative only). docs/verdict.md, "Times".
     speedup: float | None = None
     speedup_vs_compile: float | None = None
     candidate_ms: float | None = None
     reference_ms: float | None = None
     compile_ms: float | None = None
+    speedup_basis: str | None = None  # "device_time" (CUDA graph), "synced_call" (fallback), "cpu_wall"
+    timing_method: str | None = None  # the candidate's: cuda_graph | cuda_events_sync | cpu_wall
+    timing_fallback: str | None = None  # why a side was not timed in a CUDA graph
+    # Eager call time per call: back-to-back calls, launch overhead included (what an eager caller pays).
+    eager_ms: float | None = None
+    reference_eager_ms: float | None = None
+    compile_eager_ms: float | None = None
+    eager_speedup: float | None = None
+    eager_speedup_vs_compile: float | None = None
     flags: list[Flag] = Field(default_factory=list)  # what the candidate did that is not allowed
     error: str | None = None
     # The verdict is about the machine, not the candidate: its evaluation worker was lost (twice
@@ -142,7 +177,11 @@ class EvalResult(BaseModel):
     judge_timing: JudgeTiming | None = None
     reference_timing: TimingStats | None = None
     compile_timing: TimingStats | None = None
+    eager_timing: TimingStats | None = None
+    reference_eager_timing: TimingStats | None = None
+    compile_eager_timing: TimingStats | None = None
     baseline_cached: bool = False
+    baseline_unsteady: str | None = None  # the baseline spread too far to be cached: which figure, how far
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)
     builds: list[BuildRecord] = Field(default_factory=list)

@@ -173,7 +173,10 @@ class Sandbox:
                 if not self.trial(msg["seed"]):
                     return
             elif msg["op"] == "time":
-                if not self.time(msg["seed"], EvalOptions(**msg["options"])):
+                if not self.time(msg["seed"], EvalOptions(**msg["options"]), bool(msg.get("graph"))):
+                    return
+            elif msg["op"] == "batch" and msg.get("graph"):
+                if not self.graph_batch(int(msg["calls"]), int(msg["sets"])):
                     return
             elif msg["op"] == "batch":
                 if not self.batch(int(msg["calls"])):
@@ -239,24 +242,15 @@ class Sandbox:
             activity=rec.activity.to_message(),
         )
 
-    def time(self, seed: int, opts: EvalOptions) -> bool:
-        """Timed calls, each on inputs refilled in place from a fresh seed (seed + 1 + rep), so
-        no call can reuse the work of an earlier one; the final call's output goes to the judge."""
-        last: dict = {}
+    def time(self, seed: int, opts: EvalOptions, graph: bool) -> bool:
+        """Both figures of forward (kernelsmith.evaluate.timing: device time in a CUDA graph, or per
+        call when it cannot be captured; eager call time), every timed call on inputs refilled from a
+        fresh seed the harness derives from `seed`; the last timed call's output goes to the judge."""
         try:
-            inputs = make_inputs(self.task, seed, self.device)
-
-            def refill(rep: int) -> None:
-                refill_inputs(self.task, inputs, seed + 1 + rep, self.device, copy=_copy)
-
-            def call():
-                last["out"] = self.forward(inputs)
-
-            with ActivityRecorder(self.device) as rec:
-                stats = timing.benchmark(call, opts, prepare=refill)
-                synchronize(self.device)
-            structure, leaves = self.snapshot(last["out"])
-            profile = self.profile_calls(inputs)
+            work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
+            m = timing.measure(work, opts, seed, graph=graph, keep=self.snapshot)
+            structure, leaves = m.last_output  # type: ignore[misc]  # snapshot's (structure, copies)
+            profile = None if m.activity is not None else self.profile_calls(work.make(seed))
         except BaseException as exc:
             self.fail("timing", exc)
             return False
@@ -265,8 +259,12 @@ class Sandbox:
             leaves,
             [],
             structure=structure,
-            stats=stats.model_dump(),
-            activity=rec.activity.to_message(),
+            stats=m.device.model_dump(),
+            eager=m.eager.model_dump(),
+            fallback=m.fallback,
+            sets=m.sets,
+            activity=m.window.to_message(),
+            replay=m.activity.to_message() if m.activity is not None else None,
             profile=profile,
         )
 
@@ -318,6 +316,35 @@ class Sandbox:
         rec.__exit__(None, None, None)
         self.chan.send({"op": "batch_activity", "activity": rec.activity.to_message()})
         return True
+
+    def graph_batch(self, calls: int, sets: int) -> bool:
+        """Calls timed by the judge's clock as CUDA-graph replays (kernelsmith.evaluate.graph_batch):
+        captured and armed first; each "go" refills the sets, replays once and replies with every
+        call's checksum; "record" replays once more under the profiler for the operator rule."""
+        from kernelsmith.evaluate.graph_batch import GraphBatch
+
+        try:
+            work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
+            batch = GraphBatch(work, calls, sets, self.device)
+        except BaseException as exc:
+            self.fail("timing", exc)
+            return False
+        self.chan.send({"op": "armed"})
+        while True:
+            msg = self.chan.recv()
+            try:
+                if msg.get("op") == "go":
+                    sums = batch.go(int(msg["seed"]), int(msg["weight_seed"]))
+                    self.chan.send({"op": "batch_done", "checksums": sums, "launches": 0})
+                    continue
+                if msg.get("op") != "record":
+                    return False
+                act = batch.record(self.device)
+            except BaseException as exc:
+                self.fail("timing", exc)
+                return False
+            self.chan.send({"op": "batch_activity", "activity": act.to_message()})
+            return True
 
 
 def main(fd: int, device: str, layers: list[str], uid: int | None, contained: dict[str, str]) -> None:

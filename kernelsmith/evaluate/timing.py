@@ -1,19 +1,33 @@
-"""The one timing harness: used for the candidate, the eager reference and torch.compile alike.
+"""The one timing harness: the candidate, the eager reference and torch.compile are timed by it alike.
 
-CUDA: CUDA events around each call, the end event recorded after a device-wide synchronize (so
-work on every stream is timed), warm-up by time (clocks ramp up), the L2 cache flushed before
-every repetition (a 256 MiB write; the H200's L2 is 60 MB), repetitions grown to a time budget,
-the median reported. CPU: wall-clock, few repetitions, meaningful only relatively.
+Each timed forward gets two figures (docs/verdict.md, "Times"):
+
+* Device time per call: what a serving engine that replays CUDA graphs pays. `n` calls, each on its
+  own input set behind an L2 flush (`l2="warm"`: behind a tiny marker kernel instead), are captured
+  in one CUDA graph with a closing flush; the graph is replayed on freshly refilled inputs under the
+  CUDA profiler, and each call's time is read from the device's own kernel timestamps: from the end
+  of the flush before it to the end of its last kernel, on every stream (`call_spans`). No host
+  clock, launch or wake-up is inside the span, so it is right from ~2 us up. Method `cuda_graph`.
+  A forward that cannot be captured (a host sync, a pageable copy, work on a stream it never joins)
+  falls back to CUDA events around each call and a device-wide synchronize, the L2 flushed before
+  each (`cuda_events_sync`, the harness's method before graphs), and the fallback says why.
+* Eager call time: what an eager PyTorch caller pays, launch overhead included: `m` calls back to
+  back on rotating input sets, CUDA events around them, per call (`eager_stream`).
+
+CPU: wall clock per call (`cpu_wall`) and back to back (`cpu_eager`), few calls: relative only.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
+from kernelsmith.evaluate.activity import Activity, ActivityRecorder, KernelSpan
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import TimingStats
 
@@ -24,20 +38,214 @@ _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
+_CUDAGraph = torch.cuda.CUDAGraph
+_graph = torch.cuda.graph
+_copy = torch.Tensor.copy_
 
-FLUSH_BYTES = 256 * 2**20
+FLUSH_BYTES = 256 * 2**20  # more than twice the L2 of any current GPU (H100/H200: 50 MB)
+# The graph: `n` calls per replay, at least GRAPH_CALLS[0] and at most [1], sized so a replay's calls
+# take timing_budget_ms / GRAPH_REPLAYS; its input sets share SET_BYTES of device memory.
+GRAPH_REPLAYS = 10
+GRAPH_CALLS = (3, 200)
+SET_BYTES = 2 * 2**30
+MAX_SETS = 32  # distinct input sets per replay: call k reads set k % MAX_SETS
+# Eager call time: EAGER_ROUNDS rounds of m back-to-back calls, m sized to EAGER_WINDOW_MS.
+EAGER_ROUNDS = 3
+EAGER_CALLS = (2, 1000)
+EAGER_WINDOW_MS = 20.0
+CPU_EAGER_CALLS = 2
+# A kernel whose start precedes its window's opening mark by less than this still belongs to it
+# (the device's timestamps are ~1 us granular).
+SPAN_SLACK_NS = 1000
 
 
 class L2Flusher:
-    def __init__(self, device: str):
-        self.buf = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device) if device == "cuda" else None
+    """Writes a buffer larger than the L2 (cold), or one byte (warm): the mark between timed calls."""
+
+    def __init__(self, device: str, cold: bool = True):
+        self.buf = None
+        if device == "cuda":
+            self.buf = torch.empty(FLUSH_BYTES if cold else 1, dtype=torch.uint8, device=device)
+        self.kernel_names: frozenset[str] = frozenset()
 
     def __call__(self) -> None:
         if self.buf is not None:
-            self.buf.zero_()
+            self.buf.bitwise_not_()
+
+    def identify(self) -> frozenset[str]:
+        """The names of the kernels one flush launches, recorded once: the marks in a graph's trace."""
+        if self.buf is not None and not self.kernel_names:
+            with ActivityRecorder("cuda") as rec:
+                self()
+                _synchronize()
+            self.kernel_names = frozenset(rec.activity.kernels)
+        return self.kernel_names
 
 
-def _cuda_once(fn: Callable[[], object], flush: L2Flusher) -> float:
+@dataclass
+class Workload:
+    """A forward and the input sets it is timed on: `make(seed)` builds the inputs of a seed (as the
+    task's get_inputs does), and a set is refilled in place with the contents of another seed."""
+
+    forward: Callable[[list], object]
+    make: Callable[[int], list]
+    copy: Callable = _copy
+
+    def sets(self, count: int, base: int) -> list[list]:
+        return [self.make(base + j) for j in range(count)]
+
+    def refill(self, sets: Sequence[list], base: int) -> None:
+        for j, dst in enumerate(sets):
+            for d, s in zip(dst, self.make(base + j)):
+                if isinstance(d, torch.Tensor):
+                    self.copy(d, s)
+
+
+@dataclass
+class Measurement:
+    """What timing one forward gave: both figures, the output of the last timed call (checked by the
+    judge) with the seed of its inputs, and the kernels the device-time calls ran (graph method)."""
+
+    device: TimingStats
+    eager: TimingStats
+    last_output: object
+    last_seed: int
+    fallback: str | None = None
+    sets: int = 1
+    activity: Activity | None = None  # kernels of the recorded graph replays, marks left out
+    recorded_calls: int = 0
+    window: Activity = field(default_factory=Activity)  # the recorder's record of the timed window
+
+
+def set_bytes(inputs: list) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def graph_calls(est_ms: float, opts: EvalOptions) -> int:
+    lo, hi = GRAPH_CALLS
+    return int(min(max(math.ceil(opts.timing_budget_ms / GRAPH_REPLAYS / max(est_ms, 1e-4)), lo), hi))
+
+
+def sets_for(calls: int, one_set_bytes: int, budget: int = SET_BYTES) -> int:
+    return int(max(1, min(calls, MAX_SETS, budget // max(one_set_bytes, 1))))
+
+
+# -- device time from kernel timestamps -------------------------------------------------------------
+
+
+def call_spans(
+    spans: list[KernelSpan], marks: frozenset[str], calls: int, replays: int
+) -> tuple[list[list[float]], Activity]:
+    """Per replay, each call's device time in ms, and the kernels of the calls (marks left out).
+
+    The trace of `replays` replays of a graph [mark, call 0, mark, call 1, ..., call n-1, mark] (other
+    kernels, the refills, run between replays). Call k's time runs from the end of the mark before
+    it to the end of the last kernel that started before the next mark, whatever its stream; a call
+    that launched nothing takes 0. Raises ValueError when the marks are not where the graph put them."""
+    ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    mark_at = [i for i, s in enumerate(ordered) if s.name in marks]
+    per_replay = calls + 1
+    if len(mark_at) != replays * per_replay:
+        raise ValueError(
+            f"{len(mark_at)} marks in the trace of {replays} replays of {calls} calls "
+            f"(expected {replays * per_replay}): the forward launches the harness's own mark kernel"
+        )
+    times: list[list[float]] = []
+    act = Activity(windows=replays * calls)
+    for r in range(replays):
+        row = []
+        for k in range(calls):
+            a, b = mark_at[r * per_replay + k], mark_at[r * per_replay + k + 1]
+            opened = ordered[a].end_ns
+            inside = [s for s in ordered[a + 1 : b] if s.name not in marks]
+            for s in inside:
+                act.kernels[s.name] += 1
+                act.kernel_ns[s.name] += s.end_ns - s.start_ns
+            row.append(max((s.end_ns - opened for s in inside), default=0) / 1e6)
+        times.append(row)
+    return times, act
+
+
+def _graph_device_time(
+    work: Workload, sets: list[list], calls: int, flush: L2Flusher, seed: int
+) -> tuple[TimingStats, object, int, Activity, Activity]:
+    """Capture `calls` marked calls in one graph, replay it GRAPH_REPLAYS times on refilled inputs
+    under the profiler, and read each call's time from the kernel timestamps. Raises on a forward that
+    cannot be captured (the caller falls back)."""
+    marks = flush.identify()
+    if not marks:
+        raise RuntimeError("the profiler recorded no kernel for the harness's mark")
+    graph = _CUDAGraph()
+    last = None
+    with _graph(graph):
+        for k in range(calls):
+            flush()
+            out = work.forward(sets[k % len(sets)])
+            last = out if k == calls - 1 else None
+            del out
+        flush()
+    graph.replay()  # the first replay uploads the graph: untimed
+    _synchronize()
+    with ActivityRecorder("cuda", keep_spans=True) as rec:
+        for r in range(GRAPH_REPLAYS):
+            work.refill(sets, seed + 1 + r * len(sets))
+            graph.replay()
+        _synchronize()
+    if rec.activity.tampered:
+        raise RuntimeError("the profiler's record of the timed replays was stopped or replaced")
+    times, act = call_spans(rec.spans, marks, calls, GRAPH_REPLAYS)
+    medians = [statistics.median(row) for row in times]
+    stats = TimingStats.from_samples(medians, method="cuda_graph", calls=calls)
+    last_seed = seed + 1 + (GRAPH_REPLAYS - 1) * len(sets) + (calls - 1) % len(sets)
+    return stats, last, last_seed, act, rec.activity
+
+
+def reset_after_failed_capture() -> None:
+    """A capture that failed can leave torch's CUDA generators in graph-capture mode (seen on the
+    H200, torch 2.11) and the device with a pending error: put both back."""
+    try:
+        _synchronize()
+    except RuntimeError:
+        pass
+    for gen in getattr(torch.cuda, "default_generators", ()):
+        try:
+            gen.graphsafe_set_state(gen.clone_state())
+        except (AttributeError, RuntimeError):
+            pass
+
+
+# -- eager call time ----------------------------------------------------------------------------
+
+
+def _eager_cuda(work: Workload, sets: list[list], est_ms: float) -> TimingStats:
+    lo, hi = EAGER_CALLS
+    m = int(min(max(math.ceil(EAGER_WINDOW_MS / max(est_ms, 1e-4)), lo), hi))
+    samples = []
+    for _ in range(EAGER_ROUNDS):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _synchronize()
+        _record(start)
+        for k in range(m):
+            work.forward(sets[k % len(sets)])
+        _record(end)
+        _synchronize()
+        samples.append(_elapsed(start, end) / m)
+    return TimingStats.from_samples(samples, method="eager_stream", calls=m)
+
+
+def _eager_cpu(work: Workload, inputs: list) -> TimingStats:
+    t0 = _perf_counter()
+    for _ in range(CPU_EAGER_CALLS):
+        work.forward(inputs)
+    return TimingStats.from_samples(
+        [(_perf_counter() - t0) * 1e3 / CPU_EAGER_CALLS], method="cpu_eager", calls=CPU_EAGER_CALLS
+    )
+
+
+# -- the per-call synced method (fallback; the CPU's) ------------------------------------------------
+
+
+def _cuda_once(fn: Callable[[], object], flush: Callable[[], None]) -> float:
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     flush()
     _record(start)
@@ -59,16 +267,31 @@ def spin_cycles_per_ms(cycles: int = 2_000_000) -> float:
     return cycles / max(_elapsed(start, end), 1e-3)
 
 
+def warm_up(fn: Callable[[], object], opts: EvalOptions, flush: Callable[[], None]) -> float:
+    """Untimed calls (compilation, autotuning, clocks ramping up); returns one call's synced time, ms."""
+    _synchronize()
+    est = max(min(_cuda_once(fn, flush) for _ in range(3)), 1e-3)
+    warm_end = _perf_counter() + opts.warmup_ms / 1e3
+    for _ in range(opts.max_reps):  # by the host clock (clocks ramp up), and by count: a clock can be faked
+        if _perf_counter() >= warm_end:
+            break
+        fn()
+        _synchronize()
+    return est
+
+
 def benchmark(
     fn: Callable[[], object],
     opts: EvalOptions,
-    flush: L2Flusher | None = None,
+    flush: Callable[[], None] | None = None,
     prepare: Callable[[int], None] | None = None,
+    est_ms: float | None = None,
 ) -> TimingStats:
-    """Time `fn`; `prepare(rep)` runs before each timed repetition, outside the timed region.
+    """Time `fn` call by call; `prepare(rep)` runs before each timed repetition, outside the timed region.
 
     CUDA: each repetition is [flush, start event, fn, device-wide synchronize, end event], so work
-    on any stream of the process is inside the measured span, at every size.
+    on any stream of the process is inside the measured span, at every size; the host's wake-up
+    after the synchronize is inside it too (10-150 us), which is why graphs time calls below ~1 ms.
     """
     opts = opts.effective_timing()
     prepare = prepare or (lambda rep: None)
@@ -80,17 +303,10 @@ def benchmark(
             t0 = _perf_counter()
             fn()
             samples.append((_perf_counter() - t0) * 1e3)
-        return TimingStats.from_samples(samples)
+        return TimingStats.from_samples(samples, method="cpu_wall")
 
     flush = flush or L2Flusher("cuda")
-    _synchronize()
-    est = max(min(_cuda_once(fn, flush) for _ in range(3)), 1e-3)
-    warm_end = _perf_counter() + opts.warmup_ms / 1e3
-    for _ in range(opts.max_reps):  # by the host clock (clocks ramp up), and by count: a clock can be faked
-        if _perf_counter() >= warm_end:
-            break
-        fn()
-        _synchronize()
+    est = est_ms if est_ms is not None else warm_up(fn, opts, flush)
     reps = min(max(math.ceil(opts.timing_budget_ms / est), opts.min_reps), opts.max_reps)
     starts = [_Event(enable_timing=True) for _ in range(reps)]
     ends = [_Event(enable_timing=True) for _ in range(reps)]
@@ -102,4 +318,73 @@ def benchmark(
         _synchronize()
         _record(ends[rep])
     _synchronize()
-    return TimingStats.from_samples([_elapsed(s, e) for s, e in zip(starts, ends)])
+    return TimingStats.from_samples([_elapsed(s, e) for s, e in zip(starts, ends)], method="cuda_events_sync")
+
+
+# -- one forward, both figures --------------------------------------------------------------------
+
+
+def _synced(work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int, est_ms: float | None):
+    """The per-call method on one input set refilled before every repetition (seed + 1 + rep)."""
+    inputs = work.make(seed)
+    last: dict = {}
+
+    def call() -> None:
+        last["out"] = work.forward(inputs)
+
+    def refill(rep: int) -> None:
+        work.refill([inputs], seed + 1 + rep)
+
+    with ActivityRecorder(opts.device) as rec:  # both sides are timed under the recorder: same conditions
+        stats = benchmark(call, opts, flush, refill, est_ms)
+        if opts.device == "cuda":
+            _synchronize()
+    return stats, last["out"], seed + stats.reps, rec.activity, inputs
+
+
+def synced(work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int) -> TimingStats:
+    """The per-call synced figure alone (a baseline keeps it beside its graph figure)."""
+    return _synced(work, opts, flush, seed, None)[0]
+
+
+def measure(
+    work: Workload,
+    opts: EvalOptions,
+    seed: int,
+    flush: L2Flusher | None = None,
+    graph: bool = True,
+    keep: Callable[[object], object] = lambda out: out,
+) -> Measurement:
+    """Both figures of one forward (see the module's docstring). `graph=False`: the per-call method
+    only (the reference could not be captured, so its candidates are timed like it). `keep(out)` takes
+    the last timed call's output before the eager calls run (a forward may return one buffer every call)."""
+    if opts.device != "cuda":
+        stats, last, last_seed, window, inputs = _synced(work, opts, L2Flusher("cpu"), seed, None)
+        last = keep(last)
+        return Measurement(stats, _eager_cpu(work, inputs), last, last_seed, window=window)
+    flush = flush or L2Flusher("cuda", cold=opts.l2 == "cold")
+    warm_set = work.make(seed)
+    est = warm_up(lambda: work.forward(warm_set), opts, flush)
+    calls = graph_calls(est, opts)
+    sets = work.sets(sets_for(calls, set_bytes(warm_set)), seed + 1)
+    fallback = None if graph else "the reference could not be captured in a CUDA graph; timed like it"
+    if graph:
+        try:
+            stats, last, last_seed, act, window = _graph_device_time(work, sets, calls, flush, seed)
+        except Exception as exc:  # noqa: BLE001 - any failure to capture or read the graph falls back
+            reset_after_failed_capture()
+            fallback = f"not timed in a CUDA graph ({type(exc).__name__}: {_first_line(exc)})"
+        else:
+            last = keep(last)
+            eager = _eager_cuda(work, sets, est)
+            return Measurement(stats, eager, last, last_seed, None, len(sets), act, calls * GRAPH_REPLAYS, window)
+    stats, last, last_seed, window, _ = _synced(work, opts, flush, seed, est)
+    last = keep(last)
+    eager = _eager_cuda(work, sets, est)
+    return Measurement(stats, eager, last, last_seed, fallback, window=window)
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -32,7 +32,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
     first = SandboxHandle(args.device, tmp)
 
-    from kernelsmith.evaluate.judge import serve  # torch: seconds to import
+    from kernelsmith.evaluate.service import serve  # torch: seconds to import
 
     serve(Channel(Connection(args.fd)), args.device, tmp, [first])
     sys.stdout.flush()

@@ -265,3 +265,64 @@ def test_effective_timing_keeps_cuda_options_and_fixes_cpu_ones():
     assert cuda.effective_timing() is cuda
     cpu = EvalOptions(device="cpu", warmup_ms=7.0, timing_budget_ms=11.0, min_reps=5, max_reps=9).effective_timing()
     assert (cpu.warmup_ms, cpu.timing_budget_ms, cpu.min_reps, cpu.max_reps) == (0.0, 0.0, 3, 3)
+
+
+# --- the graph method's reading of kernel timestamps ----------------------------------------------
+
+from kernelsmith.evaluate.activity import KernelSpan  # noqa: E402
+
+MARK = "mark_kernel"
+
+
+def _trace(calls: list[list[tuple[str, int, int, int]]], replays: int = 1, gap: int = 500) -> list[KernelSpan]:
+    """Spans of `replays` replays of [mark, call 0, mark, ..., mark]; each call's kernels are
+    (name, stream, start offset after its mark ends, duration) in ns."""
+    spans, t = [], 0
+    for _ in range(replays):
+        for kernels in [*calls, None]:
+            spans.append(KernelSpan(MARK, 7, t, t + 60_000))
+            t += 60_000
+            if kernels is None:
+                break
+            end = t
+            for name, stream, offset, dur in kernels:
+                spans.append(KernelSpan(name, stream, t + offset, t + offset + dur))
+                end = max(end, t + offset + dur)
+            t = end + gap
+        spans.append(KernelSpan("refill", 7, t + 1000, t + 2000))  # between replays: no call's
+        t += 5000
+    return spans
+
+
+def test_call_spans_run_from_the_mark_to_the_calls_last_kernel_on_any_stream():
+    calls = [[("k", 7, 800, 2000)], [("a", 7, 700, 1000), ("b", 9, 900, 3000)], [("k", 7, 800, 1000)]]
+    times, act = timing.call_spans(_trace(calls, replays=2), frozenset({MARK}), 3, 2)
+    assert times == [[pytest.approx(0.0028), pytest.approx(0.0039), pytest.approx(0.0018)]] * 2
+    assert act.kernels == {"k": 4, "a": 2, "b": 2} and "refill" not in act.kernels and act.windows == 6
+
+
+def test_a_call_that_launched_nothing_takes_no_time_and_no_kernel():
+    times, act = timing.call_spans(_trace([[("k", 7, 800, 2000)], []]), frozenset({MARK}), 2, 1)
+    assert times == [[pytest.approx(0.0028), 0.0]] and act.kernels == {"k": 1}
+
+
+def test_extra_marks_mean_the_forward_launched_the_harness_kernel():
+    spans = _trace([[("k", 7, 800, 2000)], [(MARK, 7, 100, 100)]])
+    with pytest.raises(ValueError, match="mark"):
+        timing.call_spans(spans, frozenset({MARK}), 2, 1)
+
+
+def test_graph_sizes():
+    opts = EvalOptions(device="cuda")  # 400 ms budget over 10 replays
+    assert timing.graph_calls(0.002, opts) == 200  # 2 us: capped
+    assert timing.graph_calls(10.0, opts) == 4
+    assert timing.graph_calls(200.0, opts) == 3
+    assert timing.sets_for(200, 2**10) == timing.MAX_SETS
+    assert timing.sets_for(4, 2**31) == 1  # 2 GiB a set: one, refilled
+
+
+def test_timing_stats_carry_their_method_and_spread():
+    s = TimingStats.from_samples([2.0, 1.0, 4.0], method="cuda_graph", calls=50)
+    assert (s.method, s.calls, s.spread, s.reps) == ("cuda_graph", 50, 4.0, 3)
+    old = TimingStats(median_ms=1, mean_ms=1, min_ms=1, max_ms=1, std_ms=0, reps=3)  # stored before methods
+    assert old.method is None and old.calls == 1
