@@ -198,6 +198,7 @@ def test_worst_index_formatting():
     assert "mismatches in 2 of 2 slices along dim 0 (indices 0..1)" in c.message
     assert "2 of 4 positions along the last dim (indices 1..3)" in c.message
     assert c.max_abs_err == pytest.approx(5.0)
+    assert c.mismatched == pytest.approx(2 / 24)  # the evaluation's weights hint reads it
 
 
 def test_one_dim_hint_and_all_zeros():

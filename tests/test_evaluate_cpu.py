@@ -119,6 +119,21 @@ def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
     for detail in details:  # how many are off and where they sit
         assert re.search(detail, r.error), (detail, r.error)
     assert r.trials and not r.trials[-1].ok and r.trials[-1].message
+    assert "ModelNew's weights" not in r.error  # these tasks' Models hold no parameters
+
+
+def test_weights_built_in_another_order_get_a_hint(cpu_pool):
+    """Issue 29: ModelNew creates its Linear layers in the other order than Model, so its weights
+    differ; the verdict said only how many elements were off."""
+    r = run(cpu_pool, "two_linear_task", "two_linear_swapped_init", FAULT_OPTIONS)
+    assert r.status == Status.incorrect, describe(r)
+    assert re.search(r"\b\d+ of 512 elements \((9\d|100)(\.\d+)?%\) out of tolerance", r.error), r.error
+    assert r.error.endswith(
+        "hint: most elements are off and the task's Model holds parameters: ModelNew's weights match Model's "
+        "only when its __init__ creates the same parameters in the same order (both are built right after "
+        "the same torch.manual_seed, as in KernelBench)"
+    ), r.error
+    assert r.trials[-1].message and "ModelNew's weights" in r.trials[-1].message
 
 
 def test_syntax_error_is_compile_error(cpu_pool):

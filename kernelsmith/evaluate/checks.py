@@ -36,6 +36,7 @@ class Comparison:
     max_rel_err: float | None = None
     message: str | None = None
     err_l2: list[float] | None = None  # per output leaf: the L2 norm of (got - ref), finite part
+    mismatched: float | None = None  # the share of the failing output's elements out of tolerance
 
 
 def _fmt_index(flat: int, shape: torch.Size) -> str:
@@ -139,7 +140,7 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
     if bool((g == 0).all()):
         parts.append("the output is all zeros")
     message = "; ".join(parts) + _where_hint(bad.reshape(shape) if shape else bad.reshape(1))
-    return Comparison(False, max_abs, max_rel, message)
+    return Comparison(False, max_abs, max_rel, message, mismatched=nbad / n)
 
 
 def flatten_outputs(obj) -> list:

@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import torch
+
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate import judge_clock, roofline
 from kernelsmith.evaluate.activity import GLUE_OPS, Activity, fmt_kernels, is_own_kernel, judge_operators
@@ -38,6 +40,13 @@ from kernelsmith.evaluate.verdict import Flag, TaskNote
 
 # A reference faster than this (CUDA) is mostly launch and sync overhead: speedups say little.
 TOO_SMALL_MS = 0.02
+# Most of an output off while the task's Model holds parameters: usually not the kernel but
+# ModelNew's weights (runtime.build_model seeds both builds alike, as KernelBench does).
+WEIGHTS_HINT = (
+    "hint: most elements are off and the task's Model holds parameters: ModelNew's weights match Model's "
+    "only when its __init__ creates the same parameters in the same order (both are built right after "
+    "the same torch.manual_seed, as in KernelBench)"
+)
 
 
 class _Verdict(Exception):
@@ -301,6 +310,8 @@ class Evaluation:
         self.activity.add(act)
         cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate)
         sb.send({"op": "ack"})
+        if (cmp.mismatched or 0.0) > 0.5 and _has_parameters(self.ref_model):
+            cmp.message = f"{cmp.message}; {WEIGHTS_HINT}"
         self.trials.append(
             TrialReport(
                 seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message
@@ -476,6 +487,10 @@ class Evaluation:
             reference_kernel_ms=ref_kernel_ms if ref_records else None,
         )
         return result
+
+
+def _has_parameters(model) -> bool:
+    return isinstance(model, torch.nn.Module) and next(iter(model.parameters()), None) is not None
 
 
 def _without(counts: Counter, names) -> Counter:
