@@ -233,6 +233,20 @@ def test_a_cpu_speedup_says_it_is_relative_only():
     assert "0.000533x" in gpu and "not a GPU speedup" not in gpu
 
 
+def test_the_trials_row_names_a_trial_without_output_and_a_nan_max_error():
+    """Issue 29: a timeout in trial 2 read 'trials 1/1 passed'; a NaN output's max abs err was left out."""
+    from kernelsmith.cli_verdict import trials_text
+    from kernelsmith.evaluate.result import TrialReport
+
+    ok = TrialReport(seed=1, ok=True, max_abs_err=2e-6)
+    timed_out = TrialReport(seed=2, ok=False, answered=False, message="no answer during correctness trial 2")
+    assert trials_text([ok, ok]) == "2/2 passed, max abs err 2e-06"
+    assert trials_text([ok, timed_out]) == "1/2 passed, max abs err 2e-06; trial 2 sent no output (see the error)"
+    assert trials_text([timed_out]) == "0/1 passed; trial 1 sent no output (see the error)"
+    nan = TrialReport(seed=3, ok=False, max_abs_err=float("nan"))
+    assert trials_text([ok, nan]) == "1/2 passed, max abs err nan"
+
+
 def test_profile_of_a_verdict_that_is_not_a_success_says_why_there_are_no_counters():
     """Issue 29, item 10: `eval --profile` profiles only a success, so a CPU verdict that was not one
     had no counters row at all; the table now says why."""

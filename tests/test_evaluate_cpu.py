@@ -153,6 +153,8 @@ def test_raise_in_forward_is_runtime_error(cpu_pool):
     # the candidate's own frame comes first: none of the evaluator's (or torch's module call) above it
     files = re.findall(r'File "([^"]+)"', r.error)
     assert files and files[0] == "candidate.py", r.error
+    # the trial is recorded as failed, without output (issue 29: it was left out of trials)
+    assert [(t.ok, t.answered) for t in r.trials] == [(False, False)] and r.trials[0].message == r.error
 
 
 def _elementwise_variant(old: str, new: str) -> str:
@@ -225,6 +227,9 @@ def test_hang_is_timeout(cpu_pool):
     assert "time limit" in r.error
     # the time limit counts from the sandbox's start, not from the wait for one
     assert r.stages.total - r.stages.worker_wait < FAULT_OPTIONS.timeout + 10
+    # issue 29: the trial that hung is recorded, and the correctness stage holds its seconds
+    assert [(t.ok, t.answered) for t in r.trials] == [(False, False)] and "time limit" in (r.trials[0].message or "")
+    assert r.stages.correctness > FAULT_OPTIONS.timeout - r.stages.load - 1, r.stages
 
 
 def test_memory_hog_is_runtime_error(cpu_pool):

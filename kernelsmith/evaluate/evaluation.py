@@ -161,6 +161,9 @@ class Evaluation:
                 msg = sb.wait(self.deadline, self.opts.memory_limit, stage)
             except SandboxFailure as failure:
                 if self.building is not None and failure.status == "timeout":
+                    took = time.monotonic() - self.building["start"]  # the build's seconds, up to its limit
+                    self.build_used += took
+                    self.stages.build += took
                     raise SandboxFailure(
                         "timeout",
                         f"building extension '{self.building['name']}' took longer than the build time limit "
@@ -256,8 +259,10 @@ class Evaluation:
             self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
         except Exception as exc:
             raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
-        self._wait(sb, "load")
-        stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
+        try:
+            self._wait(sb, "load")
+        finally:  # a load that ended the evaluation counts up to its end
+            stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
 
     def _baselines(self) -> bool:
         """The reference's (and torch.compile's) timings, cached per task and GPU; the task's own
@@ -281,9 +286,11 @@ class Evaluation:
     def _correctness(self, sb: SandboxHandle) -> None:
         """Every trial on fresh inputs; the operator rule over what they ran."""
         t_base = time.monotonic()
-        for i in range(self.opts.trials):
-            self._trial(sb, i)
-        self.stages.correctness = time.monotonic() - t_base
+        try:
+            for i in range(self.opts.trials):
+                self._trial(sb, i)
+        finally:  # a trial that ended the evaluation counts up to its end
+            self.stages.correctness = time.monotonic() - t_base
         if self.flags.get(Flag.no_custom_kernel):
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
 
@@ -292,7 +299,12 @@ class Evaluation:
         seed = _seed()
         sb.send({"op": "trial", "seed": seed})
         inputs, ref_out = j.run_reference(self.task, self.ref_model, seed)
-        msg = self._wait(sb, f"correctness trial {i + 1}")
+        try:
+            msg = self._wait(sb, f"correctness trial {i + 1}")
+        except (SandboxFailure, _Verdict) as failure:  # it raised, crashed or timed out: no output
+            why = failure.message if isinstance(failure, SandboxFailure) else failure.error
+            self.trials.append(TrialReport(seed=seed, ok=False, answered=False, message=why))
+            raise
         self.launches += int(msg.get("launches", 0))
         if i == 0:
             self.degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
