@@ -260,3 +260,20 @@ def test_a_build_past_its_limit_keeps_its_seconds_in_the_build_stage():
     with pytest.raises(SandboxFailure):
         ev._wait(sb, "load")
     assert ev.stages.build >= 0.05 and ev.build_used == ev.stages.build
+
+
+def test_a_timing_run_that_ends_the_evaluation_keeps_its_seconds():
+    import time
+
+    def hang(sb):
+        time.sleep(0.05)
+        raise SandboxFailure("timeout", "no answer during timing before the time limit")
+
+    ev = _evaluation()
+    ev._load = lambda sb, task, cand: None
+    ev._baselines = lambda: False
+    ev._correctness = lambda sb: None
+    ev._time = hang
+    with pytest.raises(SandboxFailure):
+        ev._run(FakeSandbox([]), TASK, "class ModelNew: pass")
+    assert ev.stages.timing >= 0.05
