@@ -116,6 +116,19 @@ def test_doctor_cuda_without_gpu_is_one_line():
     assert_usage_error(p, "--device cuda: no CUDA GPU is visible here; use --device cpu")
 
 
+def test_the_no_gpu_sentence_is_written_once():
+    """Issue 29: doctor repeated EvalPool's sentence as a string of its own; both use one constant."""
+    from kernelsmith.device import NO_CUDA_GPU
+
+    assert NO_CUDA_GPU == "--device cuda: no CUDA GPU is visible here; use --device cpu"
+    holders = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "kernelsmith").rglob("*.py")
+        if "no CUDA GPU is visible here" in p.read_text()
+    )
+    assert holders == ["kernelsmith/device.py"], holders
+
+
 def test_eval_json_softmax():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)
