@@ -13,7 +13,7 @@ from rich.table import Table
 from kernelsmith.cli_console import stdout_console
 from kernelsmith.cli_errors import check_paths, fail, print_error
 from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
-from kernelsmith.device import Device
+from kernelsmith.device import NO_CUDA_GPU, Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
@@ -569,7 +569,7 @@ def doctor_cmd(
 
     try:
         if device is Device.cuda and not visible_gpus():  # as EvalPool says it for every other command
-            raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
+            raise UserError(NO_CUDA_GPU)
         found = checkup(device.value)
     except UserError as exc:
         fail(str(exc), exc.exit_code)

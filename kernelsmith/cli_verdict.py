@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 from rich.table import Table
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
-from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.evaluate.result import EvalResult, TrialReport
 from kernelsmith.progress import counted
 
 
@@ -47,6 +48,20 @@ def no_counters_reason(result: EvalResult) -> str:
     if result.device != "cuda":
         why.append("hardware counters need a CUDA GPU and Nsight Compute")
     return "none: " + "; ".join(why or ["the profile stage did not run"])
+
+
+def trials_text(trials: list[TrialReport]) -> str:
+    """'2/3 passed, max abs err 0.5': the max over the trials that sent output (a NaN among them is
+    the max); a trial that sent none (it raised, crashed or timed out) is named, the error says why."""
+    text = f"{sum(t.ok for t in trials)}/{len(trials)} passed"
+    errs = [t.max_abs_err for t in trials if t.max_abs_err is not None]
+    if errs:
+        worst = math.nan if any(math.isnan(e) for e in errs) else max(errs)
+        text += f", max abs err {worst:.3g}"
+    silent = next((i + 1 for i, t in enumerate(trials) if not t.answered), None)  # the last, if any
+    if silent is not None:
+        text += f"; trial {silent} sent no output (see the error)"
+    return text
 
 
 def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profiled: bool = False) -> Table:
@@ -115,10 +130,7 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
             f"{result.floor_ms:.4g} ms: the candidate takes {result.candidate_ms / result.floor_ms:.3g}x it",
         )
     if result.trials:
-        worst = max((t.max_abs_err or 0.0) for t in result.trials)
-        table.add_row(
-            "trials", f"{sum(t.ok for t in result.trials)}/{len(result.trials)} passed, max abs err {worst:.3g}"
-        )
+        table.add_row("trials", trials_text(result.trials))
     table.add_row("flags", ", ".join(f.value for f in result.flags) or "none")
     for note, detail in result.task_notes.items():
         table.add_row("task note", f"{note.value}: {detail}")

@@ -16,3 +16,6 @@ DEVICES = tuple(d.value for d in Device)
 # On the CPU, a candidate's Triton runs in the interpreter and is timed against CPU torch: the
 # ratio ranks candidates of one task against each other but says nothing of a GPU speedup.
 CPU_SPEEDUP_NOTE = "a CPU figure (Triton runs interpreted there): relative only, not a GPU speedup"
+
+# What every command says to --device cuda on a machine without a visible GPU (one line, exit 2).
+NO_CUDA_GPU = "--device cuda: no CUDA GPU is visible here; use --device cpu"

@@ -46,6 +46,9 @@ def test_descriptors_read_code_and_launch_counts():
     assert d == {"launches": 2.0, "kernels": 1.0, "uses_dot": 1.0, "complexity": d["complexity"], "autotune": 0.0}
     assert 5 <= d["complexity"] <= 12
     assert describe(TRITON_ONE, None, ["uses_dot", "launches"]) == {"uses_dot": 0.0, "launches": 0.0}
+    # a trial that sent no output (it timed out) launched nothing that was counted
+    silent = {"kernel_launches": 6, "trials": [{}, {}, {}, {"ok": False, "answered": False}]}
+    assert describe(TRITON_DOT, silent, ["launches"]) == {"launches": 2.0}
     # bins: 0 | 1 | 2-3 | 4-7 | capped at bins - 1
     assert [cell_of({"launches": v}, ["launches"], 4)[0] for v in (0, 1, 2, 3, 4, 9, 100)] == [0, 1, 2, 2, 3, 3, 3]
 

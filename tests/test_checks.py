@@ -88,7 +88,7 @@ def test_nan_where_reference_is_finite_fails():
     c = cmp(ref, got)
     assert not c.ok
     assert "1 of 20 elements" in c.message
-    assert "1 elements are NaN/inf where the reference is finite" in c.message
+    assert "1 element is NaN where the reference is finite" in c.message
     assert "worst at [2, 3]: expected 1, got nan" in c.message
 
 
@@ -98,8 +98,57 @@ def test_inf_where_reference_is_finite_fails():
     got[7] = float("inf")
     c = cmp(ref, got)
     assert not c.ok
-    assert "NaN/inf where the reference is finite" in c.message
+    assert "1 element is inf where the reference is finite" in c.message
     assert "worst at [7]" in c.message
+
+
+def test_a_nan_mismatch_is_the_max_abs_err_not_left_out_of_it():
+    """Issue 29: the message named a NaN as the worst element and gave the finite part's max abs err."""
+    ref = torch.ones(4, 5)
+    got = ref.clone()
+    got[0, 0] = 3.0  # a finite mismatch beside the NaNs
+    got[2, 3] = got[3, 1] = float("nan")
+    got[1, 1] = float("inf")
+    c = cmp(ref, got)
+    assert not c.ok and math.isnan(c.max_abs_err) and math.isnan(c.max_rel_err)
+    assert "max abs err nan, max rel err nan" in c.message
+    assert "2 elements are NaN where the reference is finite" in c.message
+    assert "1 element is inf where the reference is finite" in c.message
+    assert c.message.count("where the reference is") == 2
+
+
+def test_an_inf_mismatch_is_an_inf_max_abs_err():
+    ref = torch.ones(10)
+    got = ref.clone()
+    got[2] = 4.0
+    got[7] = -float("inf")
+    c = cmp(ref, got)
+    assert not c.ok and c.max_abs_err == math.inf
+    assert "max abs err inf" in c.message
+
+
+@pytest.mark.parametrize(
+    "ref_value, got_value, max_err, says",
+    [
+        (float("nan"), 0.0, math.nan, "1 element is not NaN where the reference is NaN"),
+        (float("inf"), 0.0, math.inf, "1 element is not the same inf where the reference is inf"),
+        (float("inf"), -float("inf"), math.inf, "1 element is not the same inf where the reference is inf"),
+    ],
+    ids=["nan-reference", "inf-reference", "opposite-inf"],
+)
+def test_a_nan_or_inf_reference_missed_is_counted_the_other_way(ref_value, got_value, max_err, says):
+    ref = torch.tensor([1.0, ref_value, 2.0])
+    c = cmp(ref, torch.tensor([1.0, got_value, 2.0]))
+    assert not c.ok
+    assert says in c.message
+    assert math.isnan(c.max_abs_err) if math.isnan(max_err) else c.max_abs_err == max_err
+
+
+def test_a_finite_mismatch_beside_a_shared_nan_keeps_a_finite_max_abs_err():
+    ref = torch.tensor([1.0, float("nan"), 3.0])
+    c = cmp(ref, torch.tensor([1.5, float("nan"), 3.0]))
+    assert not c.ok and c.max_abs_err == pytest.approx(0.5)
+    assert "where the reference is" not in c.message
 
 
 def test_nan_in_both_passes():
@@ -149,6 +198,7 @@ def test_worst_index_formatting():
     assert "mismatches in 2 of 2 slices along dim 0 (indices 0..1)" in c.message
     assert "2 of 4 positions along the last dim (indices 1..3)" in c.message
     assert c.max_abs_err == pytest.approx(5.0)
+    assert c.mismatched == pytest.approx(2 / 24)  # the evaluation's weights hint reads it
 
 
 def test_one_dim_hint_and_all_zeros():

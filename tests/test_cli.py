@@ -116,6 +116,19 @@ def test_doctor_cuda_without_gpu_is_one_line():
     assert_usage_error(p, "--device cuda: no CUDA GPU is visible here; use --device cpu")
 
 
+def test_the_no_gpu_sentence_is_written_once():
+    """Issue 29: doctor repeated EvalPool's sentence as a string of its own; both use one constant."""
+    from kernelsmith.device import NO_CUDA_GPU
+
+    assert NO_CUDA_GPU == "--device cuda: no CUDA GPU is visible here; use --device cpu"
+    holders = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "kernelsmith").rglob("*.py")
+        if "no CUDA GPU is visible here" in p.read_text()
+    )
+    assert holders == ["kernelsmith/device.py"], holders
+
+
 def test_eval_json_softmax():
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, (p.stdout, p.stderr)
@@ -231,6 +244,20 @@ def test_a_cpu_speedup_says_it_is_relative_only():
         assert "CPU figure (Triton runs interpreted there): relative only, not a GPU speedup" in line, line
     gpu = _table_text(verdict_table(EvalResult(device="cuda", gpu_name="H200", **fields), "task", "cand"))
     assert "0.000533x" in gpu and "not a GPU speedup" not in gpu
+
+
+def test_the_trials_row_names_a_trial_without_output_and_a_nan_max_error():
+    """Issue 29: a timeout in trial 2 read 'trials 1/1 passed'; a NaN output's max abs err was left out."""
+    from kernelsmith.cli_verdict import trials_text
+    from kernelsmith.evaluate.result import TrialReport
+
+    ok = TrialReport(seed=1, ok=True, max_abs_err=2e-6)
+    timed_out = TrialReport(seed=2, ok=False, answered=False, message="no answer during correctness trial 2")
+    assert trials_text([ok, ok]) == "2/2 passed, max abs err 2e-06"
+    assert trials_text([ok, timed_out]) == "1/2 passed, max abs err 2e-06; trial 2 sent no output (see the error)"
+    assert trials_text([timed_out]) == "0/1 passed; trial 1 sent no output (see the error)"
+    nan = TrialReport(seed=3, ok=False, max_abs_err=float("nan"))
+    assert trials_text([ok, nan]) == "1/2 passed, max abs err nan"
 
 
 def test_profile_of_a_verdict_that_is_not_a_success_says_why_there_are_no_counters():

@@ -119,6 +119,21 @@ def test_wrong_kernel_is_incorrect(cpu_pool, task, candidate, details):
     for detail in details:  # how many are off and where they sit
         assert re.search(detail, r.error), (detail, r.error)
     assert r.trials and not r.trials[-1].ok and r.trials[-1].message
+    assert "ModelNew's weights" not in r.error  # these tasks' Models hold no parameters
+
+
+def test_weights_built_in_another_order_get_a_hint(cpu_pool):
+    """Issue 29: ModelNew creates its Linear layers in the other order than Model, so its weights
+    differ; the verdict said only how many elements were off."""
+    r = run(cpu_pool, "two_linear_task", "two_linear_swapped_init", FAULT_OPTIONS)
+    assert r.status == Status.incorrect, describe(r)
+    assert re.search(r"\b\d+ of 512 elements \((9\d|100)(\.\d+)?%\) out of tolerance", r.error), r.error
+    assert r.error.endswith(
+        "hint: most elements are off and the task's Model holds parameters: ModelNew's weights match Model's "
+        "only when its __init__ creates the same parameters in the same order (both are built right after "
+        "the same torch.manual_seed, as in KernelBench)"
+    ), r.error
+    assert r.trials[-1].message and "ModelNew's weights" in r.trials[-1].message
 
 
 def test_syntax_error_is_compile_error(cpu_pool):
@@ -138,6 +153,8 @@ def test_raise_in_forward_is_runtime_error(cpu_pool):
     # the candidate's own frame comes first: none of the evaluator's (or torch's module call) above it
     files = re.findall(r'File "([^"]+)"', r.error)
     assert files and files[0] == "candidate.py", r.error
+    # the trial is recorded as failed, without output (issue 29: it was left out of trials)
+    assert [(t.ok, t.answered) for t in r.trials] == [(False, False)] and r.trials[0].message == r.error
 
 
 def _elementwise_variant(old: str, new: str) -> str:
@@ -210,6 +227,9 @@ def test_hang_is_timeout(cpu_pool):
     assert "time limit" in r.error
     # the time limit counts from the sandbox's start, not from the wait for one
     assert r.stages.total - r.stages.worker_wait < FAULT_OPTIONS.timeout + 10
+    # issue 29: the trial that hung is recorded, and the correctness stage holds its seconds
+    assert [(t.ok, t.answered) for t in r.trials] == [(False, False)] and "time limit" in (r.trials[0].message or "")
+    assert r.stages.correctness > FAULT_OPTIONS.timeout - r.stages.load - 1, r.stages
 
 
 def test_memory_hog_is_runtime_error(cpu_pool):

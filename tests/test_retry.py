@@ -334,7 +334,8 @@ def test_backend_final_errors_are_one_line(waits):
             "unreachable or failing after 3 attempts: HTTP 503: busy",
         ),
         ([(429, {"Retry-After": "1"}, {"detail": "full"})] * 10, {"queue_wait": 0.0}, "stayed full for 0 s"),
-        ([(401, {}, {"detail": "no"})], {}, "refused the token"),
+        ([(401, {}, {"detail": "no"})], {}, r"needs a token and none was sent: \$KERNELSMITH_TOKEN is not set"),
+        ([(401, {}, {"detail": "no"})], {"token": "t"}, r"refused the token from \$KERNELSMITH_TOKEN"),
         ([(400, {}, {"detail": "bad field"})], {}, r"refused the request \(400\): bad field"),
     ]
     for steps, kwargs, message in cases:

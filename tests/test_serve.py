@@ -428,6 +428,36 @@ def test_token_is_checked_before_the_body(guarded):
     assert status == 422 and answer["detail"][0]["loc"] == ["body", "candidate_source"]
 
 
+def test_a_refused_token_names_its_variable_and_whether_one_was_sent(guarded, monkeypatch):
+    """Issue 29: the 401 said only 'set the variable that backend.token_env names'."""
+    from kernelsmith.errors import UserError
+    from kernelsmith.evaluate.backends import BackendConfig, open_backend
+    from kernelsmith.evaluate.options import EvalOptions
+    from kernelsmith.task import Task
+
+    task = Task.from_file(SOFTMAX_TASK)
+
+    def refusal(token_env: str | None = None) -> str:
+        cfg = BackendConfig(kind="service", url=guarded.url, **({"token_env": token_env} if token_env else {}))
+        backend = open_backend(cfg, "cpu", None, EvalOptions(device="cpu"))  # health needs no token
+        try:
+            with pytest.raises(UserError) as info:
+                backend.evaluate(task, SOFTMAX_HONEST.read_text())
+        finally:
+            backend.close()
+        return str(info.value)
+
+    monkeypatch.delenv("KERNELSMITH_TOKEN", raising=False)
+    assert refusal() == (
+        f"the evaluation service at {guarded.url} needs a token and none was sent: $KERNELSMITH_TOKEN is not set "
+        "or empty (backend.token_env names the variable to read)"
+    )
+    monkeypatch.setenv("KS_OTHER_TOKEN", "wrong")
+    assert refusal("KS_OTHER_TOKEN") == (
+        f"the evaluation service at {guarded.url} refused the token from $KS_OTHER_TOKEN: set it to the service's token"
+    )
+
+
 def test_half_sent_body_is_answered_408_within_seconds(service):
     """A client that announces 1000 bytes, sends 100 and waits does not hold its connection:
     the service answers 408 after the body timeout and closes it."""

@@ -22,6 +22,7 @@ from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
+from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.store import RunStore
 
@@ -182,7 +183,7 @@ def apply_runs(
     manifest = read_capture(capture_dir)
     device = device or manifest.get("device", "cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA GPU is visible here")
+        raise UserError(NO_CUDA_GPU)
     picks = choose(run_dirs, capture_dir, manifest, min_speedup)
     write_patch(out, capture_dir, manifest, picks)
     applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None)

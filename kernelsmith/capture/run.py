@@ -20,6 +20,7 @@ from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.validate import check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
+from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 
 MANIFEST = "capture.json"
@@ -104,7 +105,7 @@ def capture(
     entry: str, out_dir: str | Path, device: str = "cpu", top: int | None = None, min_share: float = 0.0
 ) -> Capture:
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA GPU is visible here")
+        raise UserError(NO_CUDA_GPU)
     out = Path(out_dir)
     _prepare_out(out)
     made = call_entry(entry, device)

@@ -36,6 +36,7 @@ class Comparison:
     max_rel_err: float | None = None
     message: str | None = None
     err_l2: list[float] | None = None  # per output leaf: the L2 norm of (got - ref), finite part
+    mismatched: float | None = None  # the share of the failing output's elements out of tolerance
 
 
 def _fmt_index(flat: int, shape: torch.Size) -> str:
@@ -62,6 +63,23 @@ def _where_hint(bad: torch.Tensor) -> str:
         f" and {ncols} of {bad.shape[-1]} positions along the last dim "
         f"(indices {int(col_ids.min())}..{int(col_ids.max())})"
     )
+
+
+def _elements(n: int) -> str:
+    return f"{n} element is" if n == 1 else f"{n} elements are"
+
+
+def _nonfinite_counts(r: torch.Tensor, g: torch.Tensor, bad: torch.Tensor) -> list[str]:
+    """How many mismatches are a NaN or an inf on one side only: a NaN in the output is a bug of
+    its own kind (a read past the end, a 0/0), whatever the other elements do."""
+    ref_finite = torch.isfinite(r)
+    counts = [
+        (int((torch.isnan(g) & ref_finite).sum()), "NaN where the reference is finite"),
+        (int((torch.isinf(g) & ref_finite).sum()), "inf where the reference is finite"),
+        (int((torch.isnan(r) & bad).sum()), "not NaN where the reference is NaN"),
+        (int((torch.isinf(r) & bad).sum()), "not the same inf where the reference is inf"),
+    ]
+    return [f"{_elements(n)} {what}" for n, what in counts if n]
 
 
 def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, label: str) -> Comparison:
@@ -99,6 +117,12 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
             True, max_abs, max_rel, err_l2=[float(torch.linalg.vector_norm(torch.where(finite, diff, zero)))]
         )
 
+    # A NaN or inf that is out of tolerance is the largest error there is (nan before inf, as
+    # torch.max takes it), not one left out of the maximum.
+    if bool((bad & torch.isnan(diff)).any()):
+        max_abs = max_rel = float("nan")
+    elif bool((bad & torch.isinf(diff)).any()):
+        max_abs = max_rel = float("inf")
     n = ref.numel()
     excess = diff if exact else diff - tol
     excess = torch.where(bad, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")), -1.0)
@@ -112,13 +136,11 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
         f"worst at {_fmt_index(worst, shape)}: expected {exp_v:.6g}, got {got_v:.6g}",
         f"first mismatch at {_fmt_index(first, shape)}",
     ]
-    nonfinite = int((~torch.isfinite(g) & torch.isfinite(r)).sum())
-    if nonfinite:
-        parts.append(f"{nonfinite} elements are NaN/inf where the reference is finite")
+    parts += _nonfinite_counts(r, g, bad)
     if bool((g == 0).all()):
         parts.append("the output is all zeros")
     message = "; ".join(parts) + _where_hint(bad.reshape(shape) if shape else bad.reshape(1))
-    return Comparison(False, max_abs, max_rel, message)
+    return Comparison(False, max_abs, max_rel, message, mismatched=nbad / n)
 
 
 def flatten_outputs(obj) -> list:

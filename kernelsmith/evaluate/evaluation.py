@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import torch
+
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate.activity import (
     GLUE_OPS,
@@ -43,6 +45,13 @@ from kernelsmith.evaluate.verdict import Flag, TaskNote
 # A reference faster than this (CUDA), when it cannot be timed in a CUDA graph, is mostly launch and
 # sync overhead: speedups say little. (In a graph, kernel timestamps time it right from ~2 us.)
 TOO_SMALL_MS = 0.02
+# Most of an output off while the task's Model holds parameters: usually not the kernel but
+# ModelNew's weights (runtime.build_model seeds both builds alike, as KernelBench does).
+WEIGHTS_HINT = (
+    "hint: most elements are off and the task's Model holds parameters: ModelNew's weights match Model's "
+    "only when its __init__ creates the same parameters in the same order (both are built right after "
+    "the same torch.manual_seed, as in KernelBench)"
+)
 
 
 class Evaluation(TimingStages):
@@ -148,6 +157,9 @@ class Evaluation(TimingStages):
                 msg = sb.wait(self.deadline, self.opts.memory_limit, stage)
             except SandboxFailure as failure:
                 if self.building is not None and failure.status == "timeout":
+                    took = time.monotonic() - self.building["start"]  # the build's seconds, up to its limit
+                    self.build_used += took
+                    self.stages.build += took
                     raise SandboxFailure(
                         "timeout",
                         f"building extension '{self.building['name']}' took longer than the build time limit "
@@ -206,9 +218,11 @@ class Evaluation(TimingStages):
         if self.j.device == "cuda":  # a spare's start beside the timed calls disturbs the GPU and host
             self.j.settle()  # (the CPU's times are relative only; the baselines settle on both)
         self.stages.settle = time.monotonic() - t_corr
-        timed = self._time(sb)
-        clock = self._batch(sb, timed.device)
-        self.stages.timing = time.monotonic() - t_corr - self.stages.settle
+        try:
+            timed = self._time(sb)
+            clock = self._batch(sb, timed.device)
+        finally:  # a timing run that ended the evaluation counts up to its end
+            self.stages.timing = time.monotonic() - t_corr - self.stages.settle
         return self._final(timed, clock, cached)
 
     def _load(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> None:
@@ -246,8 +260,10 @@ class Evaluation(TimingStages):
             self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
         except Exception as exc:
             raise TaskLoadError(f"the task's Model failed to build: {type(exc).__name__}: {exc}") from None
-        self._wait(sb, "load")
-        stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
+        try:
+            self._wait(sb, "load")
+        finally:  # a load that ended the evaluation counts up to its end
+            stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
 
     def _baselines(self) -> bool:
         """The reference's (and torch.compile's) timings, cached per task and GPU; the task's own
@@ -271,9 +287,11 @@ class Evaluation(TimingStages):
     def _correctness(self, sb: SandboxHandle) -> None:
         """Every trial on fresh inputs; the operator rule over what they ran."""
         t_base = time.monotonic()
-        for i in range(self.opts.trials):
-            self._trial(sb, i)
-        self.stages.correctness = time.monotonic() - t_base
+        try:
+            for i in range(self.opts.trials):
+                self._trial(sb, i)
+        finally:  # a trial that ended the evaluation counts up to its end
+            self.stages.correctness = time.monotonic() - t_base
         if self.flags.get(Flag.no_custom_kernel):
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
 
@@ -282,7 +300,12 @@ class Evaluation(TimingStages):
         seed = _seed()
         sb.send({"op": "trial", "seed": seed})
         inputs, ref_out = j.run_reference(self.task, self.ref_model, seed)
-        msg = self._wait(sb, f"correctness trial {i + 1}")
+        try:
+            msg = self._wait(sb, f"correctness trial {i + 1}")
+        except (SandboxFailure, _Verdict) as failure:  # it raised, crashed or timed out: no output
+            why = failure.message if isinstance(failure, SandboxFailure) else failure.error
+            self.trials.append(TrialReport(seed=seed, ok=False, answered=False, message=why))
+            raise
         self.launches += int(msg.get("launches", 0))
         if i == 0:
             self.degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
@@ -300,6 +323,8 @@ class Evaluation(TimingStages):
         self.activity.add(act)
         cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate)
         sb.send({"op": "ack"})
+        if (cmp.mismatched or 0.0) > 0.5 and _has_parameters(self.ref_model):
+            cmp.message = f"{cmp.message}; {WEIGHTS_HINT}"
         self.trials.append(
             TrialReport(
                 seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message
@@ -362,6 +387,10 @@ class Evaluation(TimingStages):
                     f"({fmt_kernels(act.early)}): they did not wait for their inputs"
                 ),
             )
+
+
+def _has_parameters(model) -> bool:
+    return isinstance(model, torch.nn.Module) and next(iter(model.parameters()), None) is not None
 
 
 def _failure(msg: dict) -> tuple[Status, str]:

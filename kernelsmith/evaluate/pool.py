@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Protocol
 
 from kernelsmith.candidate import Candidate
+from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.baseline_cache import cache_dir
@@ -156,7 +157,7 @@ class EvalPool(QueuedPool):
         if device == "cuda":
             gpus = gpus if gpus is not None else visible_gpus()
             if not gpus:
-                raise UserError("--device cuda: no CUDA GPU is visible here; use --device cpu")
+                raise UserError(NO_CUDA_GPU)
             self._slots: Sequence[str | None] = gpu_slots(gpus, workers)
         else:
             self._slots = [None] * (workers or 1)

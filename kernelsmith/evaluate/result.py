@@ -82,6 +82,9 @@ class TrialReport(BaseModel):
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     message: str | None = None
+    # False: the sandbox sent no output (forward raised, crashed or timed out), so the trial's
+    # launches are not in the verdict's kernel_launches either.
+    answered: bool = True
 
 
 class KernelRecord(BaseModel):

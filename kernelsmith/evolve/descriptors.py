@@ -85,8 +85,8 @@ def describe(code: str, eval_record: dict | None, features: list[str]) -> dict[s
         tree = ast.Module(body=[], type_ignores=[])
     ev = {}
     if eval_record and eval_record.get("kernel_launches"):
-        # the evaluator counts launches over all correctness trials, one forward each
-        trials = len(eval_record.get("trials") or []) or 1
+        # the evaluator counts launches over the correctness trials that answered, one forward each
+        trials = sum(1 for t in eval_record.get("trials") or [] if t.get("answered", True)) or 1
         ev["launches_per_call"] = round(eval_record["kernel_launches"] / trials, 2)
     return {name: FEATURES[name].value(tree, code, ev) for name in features}
 

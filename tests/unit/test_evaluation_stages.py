@@ -11,6 +11,7 @@ from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.evaluation import Evaluation, _Verdict
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import Status
+from kernelsmith.evaluate.sandbox_handle import SandboxFailure
 from kernelsmith.evaluate.verdict import Flag
 
 TASK = """
@@ -166,8 +167,6 @@ def test_a_build_in_the_sandbox_has_its_own_limit_and_stops_the_candidates_clock
 
 
 def test_a_build_past_its_limit_is_a_timeout_that_says_so():
-    from kernelsmith.evaluate.sandbox_handle import SandboxFailure
-
     ev = _evaluation(build_timeout=7)
     sb = ClockedSandbox([{"op": "building", "name": "ext"}, SandboxFailure("timeout", "no answer")])
     with pytest.raises(SandboxFailure) as info:
@@ -194,3 +193,87 @@ def test_the_kernel_breakdown_comes_from_the_clean_window_when_there_is_one():
     ev.profile_activity = Activity(kernels=Counter(k=3), kernel_ns=Counter(k=3 * 5_000_000), windows=3)
     r = ev.verdict(Status.correct)
     assert r.kernel_ms == pytest.approx(5.0) and r.kernels[0].ms == pytest.approx(5.0) and r.kernels[0].calls == 1.0
+
+
+class TrialJudge(FakeJudge):
+    """Runs no reference: every trial's output is taken as the reference's."""
+
+    def run_reference(self, task, model, seed):
+        import torch
+
+        return [torch.ones(4)], torch.arange(4.0) + 1
+
+    def check(self, msg, ref_out, inputs, opts, check_l2=False):
+        from kernelsmith.evaluate.checks import Comparison
+
+        return Comparison(True, 0.0, 0.0, err_l2=[0.0])
+
+
+class SlowSandbox(ClockedSandbox):
+    def wait(self, deadline, memory_limit, stage):
+        import time
+
+        time.sleep(0.05)
+        return super().wait(deadline, memory_limit, stage)
+
+
+ANSWER = {"op": "outputs", "launches": 1, "activity": {}}
+
+
+@pytest.mark.parametrize(
+    "failure, why",
+    [
+        (
+            SandboxFailure("timeout", "no answer during correctness trial 2 before the time limit"),
+            "no answer during correctness trial 2 before the time limit",
+        ),
+        (
+            SandboxFailure("runtime_error", "candidate process killed by SIGSEGV during correctness trial 2"),
+            "candidate process killed by SIGSEGV during correctness trial 2",
+        ),
+        ({"op": "error", "kind": "runtime_error", "error": "ValueError: boom"}, "ValueError: boom"),
+    ],
+    ids=["timeout", "crash", "raise"],
+)
+def test_a_trial_that_ends_the_evaluation_is_recorded_and_its_seconds_kept(failure, why):
+    """Issue 29: a timeout in trial 2 read 'correctness 0.00 s, trials 1/1 passed'."""
+    ev = Evaluation(TrialJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu", trials=3))
+    ev.task, ev.ref_model = ev.j.module, None
+    with pytest.raises((SandboxFailure, _Verdict)):
+        ev._correctness(SlowSandbox([ANSWER, failure]))
+    assert [(t.ok, t.answered) for t in ev.trials] == [(True, True), (False, False)]
+    assert ev.trials[1].message == why and ev.trials[1].max_abs_err is None
+    assert ev.stages.correctness >= 0.1  # two waits of 0.05 s
+    assert ev.launches == 1  # the answered trial's only
+
+
+def test_a_load_that_ends_the_evaluation_keeps_its_seconds():
+    ev = _evaluation()
+    with pytest.raises(SandboxFailure):
+        ev._load(SlowSandbox([SandboxFailure("timeout", "no answer during load")]), TASK, "class ModelNew: pass")
+    assert ev.stages.load >= 0.05
+
+
+def test_a_build_past_its_limit_keeps_its_seconds_in_the_build_stage():
+    ev = _evaluation(build_timeout=7)
+    sb = SlowSandbox([{"op": "building", "name": "ext"}, SandboxFailure("timeout", "no answer")])
+    with pytest.raises(SandboxFailure):
+        ev._wait(sb, "load")
+    assert ev.stages.build >= 0.05 and ev.build_used == ev.stages.build
+
+
+def test_a_timing_run_that_ends_the_evaluation_keeps_its_seconds():
+    import time
+
+    def hang(sb):
+        time.sleep(0.05)
+        raise SandboxFailure("timeout", "no answer during timing before the time limit")
+
+    ev = _evaluation()
+    ev._load = lambda sb, task, cand: None
+    ev._baselines = lambda: False
+    ev._correctness = lambda sb: None
+    ev._time = hang
+    with pytest.raises(SandboxFailure):
+        ev._run(FakeSandbox([]), TASK, "class ModelNew: pass")
+    assert ev.stages.timing >= 0.05

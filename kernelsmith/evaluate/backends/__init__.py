@@ -15,6 +15,9 @@ from kernelsmith.errors import UserError
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.pool import EvalBackend, EvalPool
 
+# The variable a client reads the service's bearer token from, unless backend.token_env names another.
+DEFAULT_TOKEN_ENV = "KERNELSMITH_TOKEN"
+
 
 class BackendConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -24,7 +27,7 @@ class BackendConfig(BaseModel):
     kind: Literal["local", "ray", "service"] = "local"
     ray_address: str | None = None  # "auto", "ray://head:10001", ...; unset: start a local Ray instance
     url: str | None = None  # the service's base URL, e.g. http://gpu-host:8765
-    token_env: str = "KERNELSMITH_TOKEN"  # the service's bearer token is read from this variable
+    token_env: str = DEFAULT_TOKEN_ENV  # the service's bearer token is read from this variable
     concurrency: int = 16  # requests in flight to the service
 
     @model_validator(mode="after")
@@ -92,6 +95,7 @@ def open_backend(
     return RemoteBackend(
         cfg.url,
         token=read_token(cfg.token_env),
+        token_env=cfg.token_env,
         options=options.model_copy(update={"device": device}),
         concurrency=cfg.concurrency,
     )

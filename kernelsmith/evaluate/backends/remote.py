@@ -21,6 +21,7 @@ import tenacity
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.backends import DEFAULT_TOKEN_ENV
 from kernelsmith.evaluate.counters import DEFAULT_TIMEOUT, CountersReport
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult
@@ -108,12 +109,14 @@ class RemoteBackend:
         attempts: int = 6,
         queue_wait: float = 3600.0,
         backoff_max: float = 30.0,
+        token_env: str = DEFAULT_TOKEN_ENV,
     ):
+        """`token_env`: the variable `token` was read from, named when the service refuses it."""
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UserError(f"--eval-url {url!r}: use http://HOST:PORT or https://HOST:PORT")
         self.url = url.rstrip("/")
-        self.token, self.options = token, options or EvalOptions()
+        self.token, self.token_env, self.options = token, token_env, options or EvalOptions()
         self.attempts, self.queue_wait, self.backoff_max = attempts, queue_wait, backoff_max
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="ks-remote")
         # A proxy from the environment must not see loopback traffic; other hosts honour it.
@@ -201,10 +204,7 @@ class RemoteBackend:
             if exc.code == 429:
                 raise UserError(f"the evaluation service at {self.url} stayed full for {self.queue_wait:g} s") from None
             if exc.code == 401:
-                raise UserError(
-                    f"the evaluation service at {self.url} refused the token "
-                    "(set the variable that backend.token_env names)"
-                ) from None
+                raise UserError(self._refused()) from None
             if exc.code < 500:
                 raise UserError(
                     f"the evaluation service at {self.url} refused the request ({exc.code}): {detail}"
@@ -212,6 +212,16 @@ class RemoteBackend:
             raise gave_up(f"HTTP {exc.code}: {detail}") from None
         except _DROPPED as exc:
             raise gave_up(str(getattr(exc, "reason", None) or exc) or type(exc).__name__) from None
+
+    def _refused(self) -> str:
+        """The 401's one line: which variable the token comes from, and whether one was sent."""
+        env = f"${self.token_env}"
+        if self.token:
+            return f"the evaluation service at {self.url} refused the token from {env}: set it to the service's token"
+        return (
+            f"the evaluation service at {self.url} needs a token and none was sent: {env} is not set or empty "
+            "(backend.token_env names the variable to read)"
+        )
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:
