@@ -167,8 +167,9 @@ def test_a_correct_program_holds_its_cell_over_any_failure_whatever_its_speedup(
 
 
 def test_every_best_of_ranks_in_one_order(tmp_path):
-    """The store's best, the report's best and the tuner's family leaders rank as the archive does:
-    a success first, then the higher score, then the older."""
+    """The tuner's family leaders rank as the archive does: a success first, then the higher score,
+    then the older. The store's best and the report's best are one rule (best_of): a success first,
+    and a later one as fast is no gain, so the older stays."""
     from kernelsmith.evolve.program import Program, rank_key
     from kernelsmith.evolve.store import RunStore
     from kernelsmith.evolve.tuning import TuningMemory

@@ -508,6 +508,50 @@ def test_early_stop_after_iterations_without_a_new_best(tmp_path):
     assert summary["stop_reason"] == "no improvement in 2 iterations"
 
 
+class VerdictWithSpread(VerdictFromBlockSize):
+    """VerdictFromBlockSize whose timed repetitions spread 5% about their median: two verdicts'
+    speedups agree to within 10%."""
+
+    def submit(self, task, candidate, options=None) -> Future:
+        from kernelsmith.evaluate.result import TimingStats
+
+        result = super().submit(task, candidate, options).result()
+        result.timing = TimingStats.from_samples([0.95, 1.0, 1.05])
+        fut: Future = Future()
+        fut.set_result(result)
+        return fut
+
+
+def test_a_new_best_is_faster_beyond_both_programs_noise(tmp_path):
+    blocks = [272, 512, 544]  # 1.06x the seed (within 10%), 2x, then 1.06x that (within 10% again)
+    replies = [fenced(FAST.replace("BLOCK = 4096", f"BLOCK = {b}")) for b in blocks]
+    events = []
+    with ScriptedServer(replies) as server:
+        cfg = config(server.url, tmp_path, iterations=3)
+        engine = Engine(
+            Task.from_file(TASK),
+            cfg,
+            tmp_path / "run",
+            VerdictWithSpread(),
+            LLMClient(cfg.llm),
+            SEED.read_text(),
+            on_program=events.append,
+        )
+        summary = asyncio.run(engine.run())
+    engine.store.close()
+    assert [e.program.speedup for e in events] == [1.0, 272 / 256, 2.0, 544 / 256]
+    assert [e.improved for e in events] == [True, False, True, False]
+    assert [e.best.iteration for e in events] == [0, 0, 2, 2]
+    # the fastest program (iteration 3) is not the run's best: the store, the summary and a resume agree
+    store = RunStore(tmp_path / "run", create=False)
+    assert store.best().iteration == 2 and summary["best"]["iteration"] == 2
+    store.close()
+    again = Engine(Task.from_file(TASK), cfg, tmp_path / "run", VerdictWithSpread(), None, None)
+    again._rebuild()
+    assert again.best is not None and again.best.iteration == 2 and again.since_best == 1
+    again.store.close()
+
+
 def test_a_failed_llm_preflight_closes_the_client(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "wrong-key")
     with ScriptedServer([], api_key="right-key", default=fenced(FAST)) as server:

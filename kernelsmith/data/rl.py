@@ -1,12 +1,12 @@
 """RL prompts (Kernel-Smith): the steps that led to each run's best program, as the search sent them.
 
-For each run, the lineage of its best program (`RunStore.best()`: correct, unflagged, highest
-score) is followed back to its start; every LLM step on it (messages stored; seed and tune
-programs have none) becomes a prompt. The meta carries what a reward needs to score a new reply
-the way the search scored this step: the parent's code (a `diff` reply is a set of edits to it)
-and the parent's speedup (the reward is the speedup relative to the parent). A first step
-(translate) has neither; its reward is the speedup over eager. A parent that is not a success
-(failed or flagged) gives parent_speedup None: its speedup is no baseline.
+For each run, the lineage of its best program (`RunStore.best()`: a success, replaced only by a
+later one faster beyond timing noise) is followed back to its start; every LLM step on it
+(messages stored; seed and tune programs have none) becomes a prompt. The meta carries what a
+reward needs to score a new reply the way the search scored this step: the parent's code (a `diff`
+reply is a set of edits to it) and the parent's speedup (the reward is the speedup relative to the
+parent). A first step (translate) has neither; its reward is the speedup over eager. A parent that
+is not a success (failed or flagged) gives parent_speedup None: its speedup is no baseline.
 
 `RlResult.dropped` counts runs: "excluded_task", "no_correct_program" (no best program),
 "no_llm_steps" (the best program's lineage holds no LLM step: the seed was never beaten).

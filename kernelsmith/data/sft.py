@@ -10,7 +10,8 @@ assistant turn. Which steps become rows:
   formatting, comments and docstrings ("same_as_parent": any gain it shows is timing noise), its
   parent is correct and unflagged ("parent_not_correct"), both have a speedup ("no_speedup"), and
   gain = child speedup / parent speedup is strictly above `min_gain` ("gain_below_min") and above
-  `required_gain`, min_gain widened by both programs' timing spread ("within_noise").
+  `required_gain`, min_gain widened by both programs' timing noise ("within_noise": each
+  verdict's spread, floored by its timing method's spread between evaluations).
 - Rank: a kept step ranks by its gain, a first step by its speedup (None counts as 0); ties go
   to the earlier (run directory, program id).
 - Duplicates: steps of one task whose code is equal up to comments, whitespace, formatting and
@@ -32,6 +33,7 @@ from pathlib import Path
 from kernelsmith.data.decontam import is_contaminated
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.noise import speedup_noise
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import Program
 from kernelsmith.identity import program_hash
@@ -61,19 +63,16 @@ class SftResult:
 
 
 def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> float:
-    """The gain a step must beat: min_gain * (1 + parent's relative spread + child's relative spread).
+    """The gain a step must beat: min_gain * (1 + parent's speedup noise + child's speedup noise).
 
-    A program's relative spread is std_ms / median_ms of its timed repetitions (`EvalResult.timing`,
-    in its stored `eval`). A ratio of two medians can be off by about the sum of their relative
-    errors, so a gain inside that margin may be noise. A program stored without timing statistics
-    (older runs) adds no margin."""
-
-    def spread(p: Program) -> float:
-        t = (p.eval or {}).get("timing") or {}
-        median, std = t.get("median_ms"), t.get("std_ms")
-        return std / median if median and std else 0.0
-
-    return min_gain * (1.0 + spread(parent) + spread(child))
+    A program's speedup noise is `kernelsmith.evaluate.noise.speedup_noise` of its stored `eval`:
+    the relative noise of its candidate's and its reference's timings, each the larger of its own
+    spread (std / median of the repetitions) and the floor of the method that measured it, which
+    covers how far a time moves between two evaluations. A ratio of two speedups can be off by about
+    the sum of their relative errors, so a gain inside that margin may be noise. A record of an
+    older version (no method) adds its spreads only; a program stored without timing statistics
+    adds no margin."""
+    return min_gain * (1.0 + speedup_noise(parent.eval) + speedup_noise(child.eval))
 
 
 def _verdict(step: Step, min_gain: float, excluded: bool) -> str:

@@ -72,7 +72,7 @@ class Run:
     task_hash: str
     task_source: str
     programs: tuple[Program, ...]  # in id order
-    best: Program | None  # RunStore.best(): correct, unflagged, highest score, earliest on ties
+    best: Program | None  # RunStore.best(): the run's best, faster only beyond timing noise (best_of)
 
     def steps(self) -> list[Step]:
         by_id = {p.id: p for p in self.programs}

@@ -31,7 +31,7 @@ from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
 from kernelsmith.evolve.outputs import previous_elapsed, write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
-from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, rank_key
+from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, improves_on
 from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.reuse import VerdictReuse
 from kernelsmith.evolve.start import StartFiles, tuner_start_failure, use_seed
@@ -123,6 +123,7 @@ class Engine:
 
     def _rebuild(self) -> None:
         """Replay the stored programs into the archive, in the order they were stored."""
+        self.best = self.store.best()  # best_of: the rule the search applied as it stored them
         for row in self.store.archive_rows():
             ok = is_success(row.status, row.flags)
             self.counts[shown_status(row.status, row.flags)] += 1
@@ -132,8 +133,7 @@ class Engine:
             if row.iteration > 0:
                 self.since_best += 1
                 self.done += 1
-            if ok and (self.best is None or rank_key(ok, row.score, row.id) < self.best.rank_key):
-                self.best = self.store.get(row.id)
+            if self.best is not None and row.id == self.best.id:
                 self.since_best = 0
         # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
         for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
@@ -294,7 +294,7 @@ class Engine:
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
-        improved = p.ok and (self.best is None or p.rank_key < self.best.rank_key)
+        improved = improves_on(p, self.best)  # beyond both programs' timing noise (best_of's rule)
         if p.iteration > 0:
             self.since_best += 1
             self.done += 1

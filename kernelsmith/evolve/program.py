@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
+from kernelsmith.evaluate.noise import beyond_noise, speedup_noise
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.identity import program_hash
@@ -39,15 +41,53 @@ def score_of(status: str, flags: list[str], speedup: float | None) -> float:
 def rank_key(ok: bool, score: float, program_id: int) -> tuple[bool, float, int]:
     """The one order of programs, best first when sorted ascending by this key: a success before any
     other program whatever its speedup (a correct kernel at 0.01x scores below an incorrect one's
-    0.02), then the higher score, then the older. The archive's cells and best lists, the search's
-    best, the store's and the report's best all rank by it."""
+    0.02), then the higher score, then the older. The archive's cells, elites and best lists and the
+    tuner's family leaders rank by it; the run's best is `best_of`'s (beyond noise, not the fastest)."""
     return (not ok, -score, program_id)
 
 
+def improves_on(new: Program, old: Program | None) -> bool:
+    """Whether `new` is a success that beats `old` beyond both programs' timing noise:
+    new speedup > old speedup * (1 + speedup_noise of new's verdict + speedup_noise of old's), each
+    from the program's stored `eval` record (kernelsmith.evaluate.noise). Any success improves on
+    None (no best yet) and on a program that is not a success; a program that is not a success
+    improves on nothing. A speedup that was not measured counts as `score_of` counts it (1.0)."""
+    if not new.ok:
+        return False
+    if old is None or not old.ok:
+        return True
+    return beyond_noise(
+        score_of(new.status, new.flags, new.speedup),
+        score_of(old.status, old.flags, old.speedup),
+        speedup_noise(new.eval) + speedup_noise(old.eval),
+    )
+
+
+def running_best(programs: Iterable[Program]) -> Iterator[Program | None]:
+    """The best after each of `programs`, in the order given: the first success, replaced only by a
+    later success that improves on it beyond noise (`improves_on`). None until the first success."""
+    best = None
+    for p in programs:
+        if improves_on(p, best):
+            best = p
+        yield best
+
+
+def stored_order(p: Program) -> tuple[int, int]:
+    """A program's place in its run: its id (the order the search stored it in); one not stored yet
+    comes after every stored one, by iteration."""
+    return (p.id if p.id is not None else sys.maxsize, p.iteration)
+
+
 def best_of(programs: Iterable[Program]) -> Program | None:
-    """The best correct, unflagged program of `programs`: the first in `rank_key` order. The one
-    definition behind RunStore.best() and the run report's best."""
-    return min((p for p in programs if p.ok), key=lambda p: p.rank_key, default=None)
+    """The run's best of `programs`: walking the successes in stored (id) order, the best is
+    replaced only by a success that improves on it beyond both programs' timing noise, so a later
+    program that is faster within noise does not take the place of an earlier one. The one rule
+    behind RunStore.best() (so resume's best), the run report's best and its best-so-far line; the
+    search takes the same steps (`improves_on`) as it stores each program, so its new bests and
+    `improved` flags agree with it."""
+    last = deque(running_best(sorted(programs, key=stored_order)), maxlen=1)
+    return last[0] if last else None
 
 
 @dataclass

@@ -286,7 +286,8 @@ class RunStore:
         return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
 
     def best(self) -> Program | None:
-        """The fastest correct, unflagged program (earliest on ties): the first in `rank_key` order."""
+        """The run's best (`best_of`): the first success, replaced only by a later one that is faster
+        beyond both programs' timing noise."""
         return best_of(self._query("SELECT * FROM programs WHERE status = 'correct'"))
 
     def close(self) -> None:

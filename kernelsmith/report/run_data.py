@@ -20,7 +20,7 @@ from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.counters import CountersReport, counters_text
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
-from kernelsmith.evolve.program import NO_PROGRAM, Program, best_of
+from kernelsmith.evolve.program import NO_PROGRAM, Program, best_of, running_best, score_of, stored_order
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.report.archive_view import ArchiveView, archive_view, stored_id
 
@@ -113,7 +113,7 @@ class RunData:
     best_id: int | None
     status_counts: dict[str, int]
     totals: dict[str, float]
-    best_so_far: list[list[float]]  # [iteration, best speedup up to it], from the first correct
+    best_so_far: list[list[float]]  # [iteration, the run's best speedup by then], from the first success
     archive: ArchiveView | None
     diffs: list[DiffView] = field(default_factory=list)
     profiles: list[ProfileView] = field(default_factory=list)  # the best program and its parent
@@ -141,13 +141,15 @@ def _depths(programs: list[Program]) -> dict[int, int]:
 
 
 def best_so_far(programs: list[Program]) -> list[list[float]]:
-    """The best unflagged correct speedup among iterations <= i, for each i from the first success."""
-    out, best = [], None
-    for p in sorted(programs, key=lambda p: p.iteration):
-        if p.ok and p.speedup is not None and (best is None or p.speedup > best):
-            best = p.speedup
+    """[iteration, the best's speedup] after each program from the first success, in the order the
+    search stored them (`best_of`'s walk, so the line ends at the run's best): the iteration is the
+    highest stored so far, as iterations in flight may be stored out of order."""
+    out, last = [], None
+    ordered = sorted(programs, key=stored_order)
+    for p, best in zip(ordered, running_best(ordered)):
+        last = p.iteration if last is None else max(last, p.iteration)
         if best is not None:
-            out.append([p.iteration, best])
+            out.append([last, score_of(best.status, best.flags, best.speedup)])
     return out
 
 
