@@ -256,7 +256,8 @@ def test_a_gain_inside_the_timing_spread_is_noise(tmp_path):
 
 def test_a_gain_inside_the_timing_methods_floor_is_noise(tmp_path):
     """Repetitions of one evaluation that agree say nothing of the next one: a 5 us graph replay
-    moves ~5% between evaluations, so (with the reference's 3%) a step needs a gain above ~1.17."""
+    moves ~5% between evaluations, so a step needs a gain above ~1.1 (one cached reference
+    measurement cancels in the ratio)."""
 
     def stored(ms: float, method: str | None) -> dict:
         def t(m: float) -> dict:
@@ -267,12 +268,12 @@ def test_a_gain_inside_the_timing_methods_floor_is_noise(tmp_path):
 
     specs = [
         ("seed", "seed", None, "correct", 2.0, [], None),
-        ("within", "rewrite", "seed", "correct", 2.3, [], None),  # gain 1.15
+        ("within", "rewrite", "seed", "correct", 2.16, [], None),  # gain 1.08
         ("beyond", "rewrite", "seed", "correct", 2.4, [], None),  # gain 1.2
     ]
     graph = {
         "seed": stored(0.005, "cuda_graph"),
-        "within": stored(0.00435, "cuda_graph"),
+        "within": stored(0.00463, "cuda_graph"),
         "beyond": stored(0.00417, "cuda_graph"),
     }
     made = make_run(tmp_path / "graph", "relu", TASK_A, specs, evals=graph)

@@ -33,7 +33,7 @@ from pathlib import Path
 from kernelsmith.data.decontam import is_contaminated
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.noise import speedup_noise
+from kernelsmith.evaluate.noise import pair_noise
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import Program
 from kernelsmith.identity import program_hash
@@ -63,16 +63,15 @@ class SftResult:
 
 
 def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> float:
-    """The gain a step must beat: min_gain * (1 + parent's speedup noise + child's speedup noise).
+    """The gain a step must beat: min_gain * (1 + the noise of the two programs' speedup ratio).
 
-    A program's speedup noise is `kernelsmith.evaluate.noise.speedup_noise` of its stored `eval`:
-    the relative noise of its candidate's and its reference's timings, each the larger of its own
-    spread (std / median of the repetitions) and the floor of the method that measured it, which
-    covers how far a time moves between two evaluations. A ratio of two speedups can be off by about
-    the sum of their relative errors, so a gain inside that margin may be noise. A record of an
-    older version (no method) adds its spreads only; a program stored without timing statistics
-    adds no margin."""
-    return min_gain * (1.0 + speedup_noise(parent.eval) + speedup_noise(child.eval))
+    That noise is `kernelsmith.evaluate.noise.pair_noise` of their stored `eval` records: both
+    candidates' timing noise (and the references', when the two were timed against different
+    reference measurements), each the larger of its own spread (std / median of the repetitions)
+    and the floor of the method that measured it, which covers how far a time moves between two
+    evaluations. A gain inside that margin may be noise. A record of an older version (no method)
+    adds its spreads only; a program stored without timing statistics adds no margin."""
+    return min_gain * (1.0 + pair_noise(parent.eval, child.eval))
 
 
 def _verdict(step: Step, min_gain: float, excluded: bool) -> str:

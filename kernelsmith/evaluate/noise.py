@@ -69,6 +69,17 @@ def speedup_noise(record: Mapping[str, Any] | None) -> float:
     return relative_noise(record.get("timing")) + relative_noise(record.get("reference_timing"))
 
 
+def pair_noise(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> float:
+    """The relative noise of the ratio of two verdicts' speedups (two programs of one task): both
+    candidates' noise, and the references' only when the two were timed against different reference
+    measurements (a cached baseline is one measurement: it cancels in the ratio)."""
+    a, b = a or {}, b or {}
+    noise = relative_noise(a.get("timing")) + relative_noise(b.get("timing"))
+    if a.get("reference_ms") != b.get("reference_ms"):
+        noise += relative_noise(a.get("reference_timing")) + relative_noise(b.get("reference_timing"))
+    return noise
+
+
 def beyond_noise(new: float, old: float, noise: float) -> bool:
     """Whether `new` is higher than `old` by more than the relative `noise`."""
     return new > old * (1.0 + noise)
