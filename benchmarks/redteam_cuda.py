@@ -65,6 +65,13 @@ REDTEAM = [
     red("forge_channel_message", LARGE),
     red("skip_work_until_last_rep", LARGE),
     red("rewind_last_seed", LARGE),
+    # the forged and skipped timings again at ~2-5 us a call, where only graph timing and the judge's
+    # clock over graph replays can tell (issue 28)
+    red("patch_bound_timer", SMALL),
+    red("patch_channel_send", SMALL),
+    red("patch_harness_benchmark", SMALL),
+    red("skip_work_until_last_rep", SMALL),
+    red("rewind_last_seed", SMALL),
     red("trivial_kernel_beside_torch", flags=("torch_compute_op",)),
     red("hide_torch_ops", flags=("torch_compute_op",)),
     red("torch_only_forward", flags=("no_custom_kernel",)),

@@ -285,3 +285,37 @@ def test_pool_keeps_working_after_faults(cpu_pool, cache_dir):
     assert (cache_dir / "baselines.sqlite").is_file()
     # Nothing left behind by the hang, the hog or the crash: at most the judge's warm spare.
     assert len(_sandboxes()) <= 1
+
+
+def test_the_verdict_names_its_timing_method_and_carries_both_figures(cpu_pool):
+    """Issue 28, on the CPU: which time `speedup` compares, how it was measured, and the eager call
+    time beside it with its own speedup (both relative only here)."""
+    r = run(cpu_pool, "elementwise_task", "elementwise_triton")
+    assert r.success, describe(r)
+    assert (r.speedup_basis, r.timing_method, r.timing_fallback) == ("cpu_wall", "cpu_wall", None)
+    assert r.timing and r.timing.method == "cpu_wall"
+    assert r.eager_timing and r.eager_timing.method == "cpu_eager" and r.eager_timing.calls >= 2
+    assert r.reference_timing and r.reference_timing.method == "cpu_wall"
+    assert r.reference_eager_timing and r.reference_eager_timing.method == "cpu_eager"
+    assert r.eager_ms and r.reference_eager_ms
+    assert r.eager_speedup == pytest.approx(r.reference_eager_ms / r.eager_ms)
+    assert r.judge_timing and r.judge_timing.regime == "eager"
+
+
+def test_no_cache_neither_reads_nor_writes_the_baseline_cache(cpu_pool, cache_dir):
+    """`--no-cache`: the cache file (and its WAL) stay byte-identical; the baseline is measured anew."""
+    first = run(cpu_pool, "elementwise_task", "elementwise_triton")
+    assert first.success, describe(first)
+    files = sorted(cache_dir.glob("baselines.sqlite*"))
+    before = {p.name: p.read_bytes() for p in files}
+    opts = cpu_pool.options.model_copy(update={"use_baseline_cache": False})
+    r = run(cpu_pool, "elementwise_task", "elementwise_triton", opts)
+    assert r.success and not r.baseline_cached, describe(r)
+    assert {p.name: p.read_bytes() for p in sorted(cache_dir.glob("baselines.sqlite*"))} == before
+
+
+def test_a_pure_triton_kernel_is_a_success_under_torch_ops_none(cpu_pool):
+    """The harness's own ops (checksum weights, refills) are not the candidate's (issue 29 item 1)."""
+    opts = cpu_pool.options.model_copy(update={"torch_ops": "none"})
+    r = run(cpu_pool, REPO / "examples/softmax/task.py", REPO / "examples/softmax/triton_softmax.py", opts)
+    assert r.success, f"{describe(r)} flags={r.flag_details}"

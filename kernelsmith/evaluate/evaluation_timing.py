@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 # What `speedup` compares, by the candidate's method (docs/verdict.md).
 BASIS = {"cuda_graph": "device_time", "cuda_events_sync": "synced_call", "cpu_wall": "cpu_wall"}
+# Calls back to back cannot take much less than their kernels' device time: an eager figure below
+# this fraction of the graph's is forged (an L2-warm stream of calls is faster than cold ones, by
+# less than the ratio of L2 to HBM bandwidth, ~3x on the H200).
+EAGER_FLOOR = 0.25
 
 
 def _seed() -> int:
@@ -244,6 +248,13 @@ class TimingStages:
             self.flags[Flag.faster_than_roofline] = (
                 f"{cand_ms:.4g} ms is below the task's roofline floor of "
                 f"{floor:.4g} ms (bytes / measured bandwidth, FLOPs / measured peak)"
+            )
+        if cand.method == "cuda_graph" and timed.eager.median_ms < EAGER_FLOOR * cand.median_ms:
+            self.flags.setdefault(
+                Flag.timing_mismatch,
+                f"the eager call time ({timed.eager.median_ms:.4g} ms) is below {EAGER_FLOOR:g}x the device "
+                f"time of the same calls ({cand.median_ms:.4g} ms): calls back to back cannot take less "
+                "than their kernels",
             )
         ref_e: TimingStats | None = b.get("reference_eager")
         comp_e: TimingStats | None = b.get("compile_eager")

@@ -80,8 +80,12 @@ def test_not_correct(gpu_pool, name):
     ],
 )
 def test_incorrect(gpu_pool, name):
+    """Outputs served from a cache or written late: incorrect. Under graph timing a cache keyed on the
+    input object can serve a captured call whose set recurs (call k + sets) with that set's own right
+    output; the graph then holds fewer of its kernels than calls, which the launch count flags."""
     r = evaluate(gpu_pool, name)
-    assert r.status == Status.incorrect, describe(r)
+    assert not r.success, describe(r)
+    assert r.status == Status.incorrect or "no_custom_kernel" in r.flags, describe(r)
 
 
 @pytest.mark.parametrize("task", [SOFTMAX, SOFTMAX_LARGE], ids=["small", "large"])
@@ -119,12 +123,15 @@ def test_patched_cuda_event_has_no_effect(gpu_pool):
         "rewind_last_seed",
     ],
 )
-def test_faked_time_is_not_accepted(gpu_pool, name):
-    """Timing forged or skipped inside the sandbox: never a success. The judge's clock overrules
-    the sandbox's time above ~0.5 ms a call; below, the roofline flag catches the lie."""
-    r = evaluate(gpu_pool, name, SOFTMAX_LARGE)
+@pytest.mark.parametrize("task", [SOFTMAX_LARGE, SOFTMAX], ids=["large", "2us"])
+def test_faked_time_is_not_accepted(gpu_pool, name, task):
+    """Timing forged or skipped inside the sandbox: never a success, at ~60 us and at ~2 us a call.
+    The judge's clock over CUDA-graph replays bounds the sandbox's time at both sizes."""
+    r = evaluate(gpu_pool, name, task)
     assert not r.success, describe(r)
-    assert r.status != Status.correct or {"timing_mismatch", "faster_than_roofline"} & set(r.flags), describe(r)
+    assert r.status != Status.correct or {"timing_mismatch", "faster_than_roofline", "no_custom_kernel"} & set(
+        r.flags
+    ), describe(r)
 
 
 @pytest.mark.parametrize("name", ["trivial_kernel_beside_torch", "hide_torch_ops"])

@@ -8,9 +8,11 @@ the callers' frames: a frame holding a dict `last` and an int `seed`), this cand
 the first call honestly (its inputs are those of `seed`, not refilled yet), then returns that
 same output at once on every later call, and after each call sets last["seed"] back to `seed`.
 The judge then checks the replayed output against the reference on `seed`: it matches. In the
-correctness trials it is an honest Triton softmax. Expected: not a correct verdict with an
-implausible time (candidate_ms must stay > 1 ms on the CPU interpreter, or the verdict must not
-be correct).
+correctness trials it is an honest Triton softmax. Where the harness times calls captured in a
+CUDA graph (no such dict: the judge derives the last call's seed from the counts), it does the same
+to the capture: the first captured call computes, every later one returns that output at once.
+Expected: not a correct verdict with an implausible time (candidate_ms must stay > 1 ms on the CPU
+interpreter, or the verdict must not be correct).
 """
 import sys
 
@@ -57,6 +59,10 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         harness = timing_harness()
+        if harness is None and x.is_cuda and torch.cuda.is_current_stream_capturing():
+            if self.replay is None or self.replay[2] != "graph":
+                self.replay = (x, triton_softmax(x), "graph")  # the first captured call
+            return self.replay[1]
         if harness is None:
             return triton_softmax(x)
         last, seed = harness
