@@ -18,7 +18,7 @@ import torch
 
 from kernelsmith.evaluate.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.checks import checksum_weights, flat32, flatten_outputs
-from kernelsmith.evaluate.timing import Workload
+from kernelsmith.evaluate.timing import Workload, capture_stream
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
@@ -36,7 +36,7 @@ class GraphBatch:
         self.work = work
         self.calls = calls
         self.sets = work.sets(sets, 0)
-        leaves = flatten_outputs(work.forward(self.sets[0]))  # warm (and the outputs' layout)
+        leaves = flatten_outputs(work.forward(self.sets[0]))  # the outputs' layout
         _synchronize()
         self.template = leaves
         self.weights = [
@@ -48,7 +48,8 @@ class GraphBatch:
         slots = sum(w is not None for w in self.weights)
         self.sums = _zeros(calls, max(slots, 1), dtype=torch.float32, device=device)
         self.graph = _CUDAGraph()
-        with _graph(self.graph):
+        stream = capture_stream(lambda: self._checksum(0, flatten_outputs(work.forward(self.sets[0]))))
+        with _graph(self.graph, stream=stream):
             for k in range(calls):
                 self._checksum(k, flatten_outputs(work.forward(self.sets[k % len(self.sets)])))
         self.slots = slots

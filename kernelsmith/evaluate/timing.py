@@ -40,6 +40,9 @@ _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 _CUDAGraph = torch.cuda.CUDAGraph
 _graph = torch.cuda.graph
+_Stream = torch.cuda.Stream
+_stream = torch.cuda.stream
+_current_stream = torch.cuda.current_stream
 _copy = torch.Tensor.copy_
 
 FLUSH_BYTES = 256 * 2**20  # more than twice the L2 of any current GPU (H100/H200: 50 MB)
@@ -175,9 +178,9 @@ def _graph_device_time(
     marks = flush.identify()
     if not marks:
         raise RuntimeError("the profiler recorded no kernel for the harness's mark")
-    graph = _CUDAGraph()
+    graph, stream = _CUDAGraph(), capture_stream(lambda: work.forward(sets[0]))
     last = None
-    with _graph(graph):
+    with _graph(graph, stream=stream):
         for k in range(calls):
             flush()
             out = work.forward(sets[k % len(sets)])
@@ -198,6 +201,18 @@ def _graph_device_time(
     stats = TimingStats.from_samples(medians, method="cuda_graph", calls=calls)
     last_seed = seed + 1 + (GRAPH_REPLAYS - 1) * len(sets) + (calls - 1) % len(sets)
     return stats, last, last_seed, act, rec.activity
+
+
+def capture_stream(warm: Callable[[], object]) -> torch.cuda.Stream:
+    """A stream to capture on, with `warm` run on it first: library handles and workspaces (cuBLAS,
+    cuDNN) are made per stream, and making one inside a capture fails it (torch.cuda.graph's advice)."""
+    stream = _Stream()
+    stream.wait_stream(_current_stream())
+    with _stream(stream):
+        warm()
+    _current_stream().wait_stream(stream)
+    _synchronize()
+    return stream
 
 
 def reset_after_failed_capture() -> None:
