@@ -60,6 +60,22 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", status_text(result))
+    _time_rows(table, result)
+    _kernel_rows(table, result)
+    _counter_rows(table, result, profiled)
+    _check_rows(table, result)
+    s = result.stages
+    table.add_row(
+        "seconds",
+        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
+        f"correctness {s.correctness:.2f}, "
+        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
+    )
+    return table
+
+
+def _time_rows(table: Table, result: EvalResult) -> None:
+    """The speedups, and the times they come from."""
     table.add_row("speedup vs eager", _speedup(result.speedup, result.device))
     table.add_row("speedup vs torch.compile", _speedup(result.speedup_vs_compile, result.device))
     table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
@@ -71,6 +87,10 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
     else:
         compiled = _fmt(result.compile_ms, " ms", 4)
     table.add_row("torch.compile", compiled)
+
+
+def _kernel_rows(table: Table, result: EvalResult) -> None:
+    """The candidate's kernels, and where the forward's device time goes (CUDA profiler, correctness trials)."""
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
     table.add_row(
         "kernels",
@@ -82,7 +102,7 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
         ),
     )
     timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
-    if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
+    if timed:
         from kernelsmith.evaluate.breakdown import short_name
 
         head = f"{_fmt(result.kernel_ms, ' ms', 4)} of kernels per call"
@@ -92,7 +112,11 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
         ]
         more = f"\n... {len(timed) - 6} more" if len(timed) > 6 else ""
         table.add_row("time by kernel", head + "\n" + "\n".join(rows) + more)
-    if result.counters is not None:  # eval --profile: Nsight Compute on the heaviest kernels
+
+
+def _counter_rows(table: Table, result: EvalResult, profiled: bool) -> None:
+    """eval --profile: Nsight Compute on the heaviest kernels, or why there are no counters."""
+    if result.counters is not None:
         from kernelsmith.evaluate.breakdown import short_name
         from kernelsmith.evaluate.counters import counters_text
 
@@ -109,6 +133,10 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
             table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
     elif profiled:
         table.add_row("counters", no_counters_reason(result))
+
+
+def _check_rows(table: Table, result: EvalResult) -> None:
+    """The roofline floor, the trials, flags and task notes, the operator rule and the sandbox's containment."""
     if result.floor_ms and result.candidate_ms:
         table.add_row(
             "roofline floor",
@@ -139,11 +167,3 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
                 else "; all five guarantees hold"
             ),
         )
-    s = result.stages
-    table.add_row(
-        "seconds",
-        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
-        f"correctness {s.correctness:.2f}, "
-        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
-    )
-    return table
