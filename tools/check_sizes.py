@@ -2,7 +2,8 @@
 than 15 modules directly in kernelsmith/evaluate/. One line per offence, exit 1 when there is one.
 
 A function's lines run from its `def` line to its last line (decorators not counted, nested
-functions counted in it and on their own); a module's lines are the file's lines. Run by `make lint`.
+functions counted in it and on their own); a module's lines are the file's lines; a package's modules
+are the .py files directly in its folder, __init__.py not counted. Run by `make lint`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def offences(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=(__doc__ or "").split("\n\n")[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Paths are relative to --root.",
     )
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("kernelsmith")], help="default: kernelsmith")
