@@ -1,4 +1,5 @@
-"""`kernelsmith runs`, `report` and `export`: what the run directories hold, read without changing them."""
+"""`kernelsmith runs`, `report` and `export`: what run directories hold, as a listing, an HTML page
+or every program as JSONL."""
 
 from __future__ import annotations
 
