@@ -295,7 +295,7 @@ def _params(command) -> set[str]:
 def test_readme_commands_name_real_subcommands_and_flags():
     import typer
 
-    from kernelsmith.cli import app
+    from kernelsmith.cli.app import app
 
     commands = _readme_commands()
     assert len(commands) >= 15, commands

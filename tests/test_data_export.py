@@ -31,8 +31,8 @@ import typer
 from conftest import case_path
 from typer.testing import CliRunner
 
+from kernelsmith.cli.data import data_app
 from kernelsmith.data import build_rl, build_sft, is_contaminated, read_run, suite_hashes
-from kernelsmith.data.cli import data_app
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.result import EvalResult, Status, TimingStats
 from kernelsmith.evolve.program import Program, score_of

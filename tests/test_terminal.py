@@ -143,10 +143,10 @@ def test_eval_table_counts_one_launch(monkeypatch):
 
     from rich.console import Console
 
-    from kernelsmith import cli
+    from kernelsmith.cli import eval as eval_cli
     from kernelsmith.evaluate.result import EvalResult, Status
 
-    monkeypatch.setattr(cli, "console", Console(file=StringIO(), width=200))
+    monkeypatch.setattr(eval_cli, "console", Console(file=StringIO(), width=200))
     result = EvalResult(status=Status.correct, correct=True, device="cpu", triton_kernels=["k"], kernel_launches=1)
-    cli.print_result(result, "task", "candidate")
-    assert "k  (1 launch in trials)" in cli.console.file.getvalue()
+    eval_cli.print_result(result, "task", "candidate")
+    assert "k  (1 launch in trials)" in eval_cli.console.file.getvalue()

@@ -371,7 +371,7 @@ def test_grpo_step_runs_with_the_real_reward(tiny_model, tmp_path, cpu_pool):
 
 
 def run_train_cli(*args: str) -> subprocess.CompletedProcess:
-    code = "from kernelsmith.train.cli import train_app; train_app()"
+    code = "from kernelsmith.cli.train import train_app; train_app()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
 
 
@@ -416,7 +416,7 @@ def test_a_model_folder_without_its_parts_is_named(tmp_path):
 
 def test_cli_import_leaves_the_training_stack_unloaded():
     code = (
-        "import sys, kernelsmith.train.cli; "
+        "import sys, kernelsmith.cli.train; "
         "print(sorted(m for m in ('trl', 'peft', 'transformers', 'datasets', 'torch') if m in sys.modules))"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -77,14 +77,18 @@ class BaselineTimer:
             out[f"{name}_synced"] = timing.synced(work, opts, flush, _seed())
         return out
 
-    def measure(self, task, task_hash: str, model, opts: EvalOptions, run_reference) -> tuple[dict, bool]:
+    def measure(
+        self, task, task_hash: str, model, opts: EvalOptions, run_reference, settle=lambda: None
+    ) -> tuple[dict, bool]:
         """The payload (figures, the task's bytes and FLOPs, the reference's kernels, whether its
-        output aliases an input) and whether it came from the cache."""
+        output aliases an input) and whether it came from the cache. `settle()` runs before anything
+        is timed (the judge waits for its spare sandboxes to finish starting)."""
         key = self.key(task_hash, opts)
         if opts.use_baseline_cache:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit, True
+        settle()
         inputs, out = run_reference(task, model, _seed())
         task_bytes = roofline.tensor_bytes(inputs) + roofline.tensor_bytes(out)
         in_storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}

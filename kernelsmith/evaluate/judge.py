@@ -132,8 +132,7 @@ class Judge:
         """The reference's and torch.compile's figures (kernelsmith.evaluate.baselines), with the
         task's bytes, FLOPs, the kernels (or aten ops) one reference call runs, and whether its output
         aliases an input; cached per task and GPU when steady."""
-        self.settle()
-        return self.timer.measure(task, task_hash, model, opts, self.run_reference)
+        return self.timer.measure(task, task_hash, model, opts, self.run_reference, self.settle)
 
     def settle(self) -> None:
         """Wait until the spare sandboxes have finished starting: a sandbox importing torch beside a

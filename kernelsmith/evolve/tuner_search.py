@@ -15,7 +15,8 @@ import random
 from collections import defaultdict
 
 from kernelsmith.evolve import tuner_launch as launch
-from kernelsmith.evolve.tuner import Analysis, Param, analyze, apply_config
+from kernelsmith.evolve.tuner import apply_config
+from kernelsmith.evolve.tuner_analysis import Analysis, Param, analyze
 
 # A tl.dot launch whose tiles name their dimensions (BLOCK_M, BLOCK_N, BLOCK_K):
 # - registers: the fp32 accumulator BLOCK_M*BLOCK_N spread over num_warps*32 threads must fit

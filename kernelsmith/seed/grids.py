@@ -2,7 +2,7 @@
 and its subclasses) as `triton.cdiv(numel, BLOCK)` over the launch's own arguments.
 
 The block in the grid is the same literal as the launch's keyword, so a tuner that edits one edits
-both (evolve/tuner.py pairs an inline grid literal with an equal keyword).
+both (evolve/tuner_analysis.py pairs an inline grid literal with an equal keyword).
 """
 
 from __future__ import annotations

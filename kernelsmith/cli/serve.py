@@ -8,7 +8,7 @@ from enum import Enum
 
 import typer
 
-from kernelsmith.cli_errors import fail, size_flag
+from kernelsmith.cli.common import fail, size_flag
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 

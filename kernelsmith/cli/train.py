@@ -1,6 +1,6 @@
 """`kernelsmith train sft|grpo`: thin wrappers over `train_sft` and `train_grpo`.
 
-The main CLI mounts this with `app.add_typer(train_app, name="train")`. trl, peft and transformers
+kernelsmith.cli.app mounts this with `app.add_typer(train_app, name="train")`. trl, peft and transformers
 are imported only when a command runs, so `kernelsmith --help` stays fast and works without the
 `train` extra.
 """
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import typer
 
-from kernelsmith.cli_console import stdout_console
-from kernelsmith.cli_errors import user_errors
-from kernelsmith.cli_flags import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind
+from kernelsmith.cli.common import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind, console, user_errors
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
@@ -23,7 +21,6 @@ train_app = typer.Typer(
     no_args_is_help=True,
     help="Post-train a model on the search's data: SFT, then GRPO with the speedup reward.",
 )
-console = stdout_console()
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

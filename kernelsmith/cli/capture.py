@@ -1,4 +1,5 @@
-"""`kernelsmith apply`: the runs' best kernels as a patch for the captured model, checked end to end. Thin."""
+"""`kernelsmith capture` and `kernelsmith apply`: a model's forward cut into tasks at its real shapes, and
+the runs' best kernels back into it as a patch, checked end to end (docs/capture.md). Thin."""
 
 from __future__ import annotations
 
@@ -7,12 +8,40 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelsmith.cli_console import stdout_console
-from kernelsmith.cli_errors import check_paths, fail
+from kernelsmith.cli.common import check_paths, console, fail
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 
-console = stdout_console()
+
+def capture_cmd(
+    entry: str = typer.Argument(
+        ..., help="package.module:factory or path/to/file.py:factory, returning (model, inputs)"
+    ),
+    out: Path = typer.Option(..., "--out", help="directory for the task files and capture.json"),
+    device: Device = typer.Option(Device.cpu, help="where the model runs: cpu, or cuda"),
+    top: int | None = typer.Option(None, "--top", min=1, help="write at most this many tasks, the heaviest first"),
+    min_share: float = typer.Option(0.0, "--min-share", min=0.0, max=1.0, help="skip regions below this share"),
+) -> None:
+    """Record one forward of a model, rank the regions a kernel would fuse by their share of its time,
+    and write each as a task at its real shapes (docs/capture.md)."""
+    from kernelsmith.capture.run import capture
+
+    try:
+        done = capture(entry, out, device.value, top, min_share)
+    except UserError as exc:
+        fail(str(exc), exc.exit_code)
+        return
+    table = Table(title=f"{entry}: {done.total_us / 1000:.3g} ms of {done.measure} per forward ({done.device})")
+    for col in ("rank", "task", "calls", "share", "origin"):
+        table.add_column(col)
+    for t in done.tasks:
+        origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
+        table.add_row(str(t.rank), t.file or f"[dim]{t.name}: {t.why}[/]", str(t.calls), f"{t.share:.1%}", origin)
+    console.print(table)
+    written = sum(1 for t in done.tasks if t.file)
+    console.print(
+        f"{written} tasks covering {done.covered_share:.1%} of the forward in {out}/ (capture.json lists all)"
+    )
 
 
 def apply_cmd(

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 from collections import Counter
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from kernelsmith.cli_console import stdout_console
-from kernelsmith.cli_errors import check_paths, fail
+from kernelsmith.cli.common import check_paths, console, fail
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
 
@@ -21,22 +17,6 @@ data_app = typer.Typer(
     no_args_is_help=True,
     help="Make post-training data from run directories: SFT steps and RL prompts (JSONL).",
 )
-console = stdout_console()
-
-
-def write_jsonl(rows: list[dict], out: Path) -> None:
-    """One JSON object per line (UTF-8), written to OUT.tmp and renamed: a reader never sees half a file."""
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, out)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
 def _dropped_text(dropped: dict[str, int]) -> str:
@@ -121,6 +101,7 @@ def sft_cmd(
     exclude_tasks: Path | None = _EXCLUDE,
 ) -> None:
     """Step-centric SFT rows: correct, unflagged steps faster than their parent, and correct first steps."""
+    from kernelsmith.data.jsonl import write_jsonl
     from kernelsmith.data.sft import build_sft
 
     try:
@@ -135,6 +116,7 @@ def sft_cmd(
 @data_app.command("rl")
 def rl_cmd(run_dirs: list[Path] = _RUN_DIRS, out: Path = _OUT, exclude_tasks: Path | None = _EXCLUDE) -> None:
     """RL prompts: every LLM step on the lineage of each run's best program, with its parent for the reward."""
+    from kernelsmith.data.jsonl import write_jsonl
     from kernelsmith.data.rl import build_rl
 
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kernelsmith.cli_errors import check_paths, user_errors
+from kernelsmith.cli.common import check_paths, user_errors
 
 
 def seed_cmd(

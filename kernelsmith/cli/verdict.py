@@ -75,17 +75,67 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", status_text(result))
-    table.add_row("speedup vs eager", _speedup(result.speedup, result.device))
+    _time_rows(table, result)
+    _kernel_rows(table, result)
+    _counter_rows(table, result, profiled)
+    _check_rows(table, result)
+    s = result.stages
+    table.add_row(
+        "seconds",
+        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
+        f"correctness {s.correctness:.2f}, "
+        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, "
+        + (f"settle {s.settle:.2f}, " if s.settle >= 0.005 else "")
+        + f"timing {s.timing:.2f})",
+    )
+    return table
+
+
+# What `speedup` compares (EvalResult.speedup_basis), as the table says it.
+BASIS_TEXT = {
+    "device_time": "device time per call, CUDA graph",
+    "synced_call": "per-call synced time: not capturable in a CUDA graph",
+    "cpu_wall": "wall time per call",
+}
+
+
+def _time_rows(table: Table, result: EvalResult) -> None:
+    """The speedups, and the times they come from: device time per call (what `speedup` compares on
+    CUDA) and the eager call time beside it (launch overhead included)."""
+    basis = BASIS_TEXT.get(result.speedup_basis or "", "")
+    table.add_row("speedup vs reference", _speedup(result.speedup, result.device) + (f"  ({basis})" if basis else ""))
     table.add_row("speedup vs torch.compile", _speedup(result.speedup_vs_compile, result.device))
-    table.add_row("candidate", _fmt(result.candidate_ms, " ms", 4))
-    table.add_row("reference (eager)", _fmt(result.reference_ms, " ms", 4))
+    eager = [_fmt(result.eager_speedup, "x vs reference"), _fmt(result.eager_speedup_vs_compile, "x vs torch.compile")]
+    if result.eager_speedup is not None:
+        table.add_row(
+            "eager speedup", ", ".join(e for e in eager if e != "-") + "  (eager call time, launches included)"
+        )
+    table.add_row("candidate", _times(result.candidate_ms, result.eager_ms))
+    table.add_row("reference", _times(result.reference_ms, result.reference_eager_ms))
     if result.compile_baseline_error:
         compiled = f"failed: {result.compile_baseline_error}"
     elif result.compile_ms is None and result.reference_ms is not None:
         compiled = "not timed (--compile-baseline times it)"
     else:
-        compiled = _fmt(result.compile_ms, " ms", 4)
+        compiled = _times(result.compile_ms, result.compile_eager_ms)
     table.add_row("torch.compile", compiled)
+    if result.timing_method:
+        how = result.timing_method + (f"; {result.timing_fallback}" if result.timing_fallback else "")
+        if result.judge_timing is not None:
+            j = result.judge_timing
+            how += f"; judge's clock {_fmt(j.per_call_ms, ' ms', 4)} a call over {counted(j.calls, 'call', 'calls')}"
+        table.add_row("timing", how)
+    if result.baseline_unsteady:
+        table.add_row("baseline", f"not cached, too spread: {result.baseline_unsteady}")
+
+
+def _times(device_ms: float | None, eager_ms: float | None) -> str:
+    text = _fmt(device_ms, " ms", 4)
+    return text + (f"  (eager call {_fmt(eager_ms, ' ms', 4)})" if eager_ms is not None else "")
+
+
+def _kernel_rows(table: Table, result: EvalResult) -> None:
+    """The candidate's kernels, and where the forward's device time goes (CUDA profiler, correctness trials)."""
     kernels = ", ".join(result.triton_kernels + result.cuda_kernels) or "none found"
     table.add_row(
         "kernels",
@@ -97,7 +147,7 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
         ),
     )
     timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
-    if timed:  # where the forward's device time goes (CUDA profiler, correctness trials)
+    if timed:
         from kernelsmith.evaluate.breakdown import short_name
 
         head = f"{_fmt(result.kernel_ms, ' ms', 4)} of kernels per call"
@@ -107,7 +157,11 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
         ]
         more = f"\n... {len(timed) - 6} more" if len(timed) > 6 else ""
         table.add_row("time by kernel", head + "\n" + "\n".join(rows) + more)
-    if result.counters is not None:  # eval --profile: Nsight Compute on the heaviest kernels
+
+
+def _counter_rows(table: Table, result: EvalResult, profiled: bool) -> None:
+    """eval --profile: Nsight Compute on the heaviest kernels, or why there are no counters."""
+    if result.counters is not None:
         from kernelsmith.evaluate.breakdown import short_name
         from kernelsmith.evaluate.counters import counters_text
 
@@ -124,6 +178,10 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
             table.add_row("counters", f"none ({rep.status}): {rep.message or ''}")
     elif profiled:
         table.add_row("counters", no_counters_reason(result))
+
+
+def _check_rows(table: Table, result: EvalResult) -> None:
+    """The roofline floor, the trials, flags and task notes, the operator rule and the sandbox's containment."""
     if result.floor_ms and result.candidate_ms:
         table.add_row(
             "roofline floor",
@@ -151,11 +209,3 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
                 else "; all five guarantees hold"
             ),
         )
-    s = result.stages
-    table.add_row(
-        "seconds",
-        f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
-        f"correctness {s.correctness:.2f}, "
-        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, timing {s.timing:.2f})",
-    )
-    return table
