@@ -290,3 +290,28 @@ def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
     assert table.returncode == 0 and "none (unsupported)" in table.stdout, table.stdout
     plain = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert json.loads(plain.stdout.strip().splitlines()[-1])["counters"] is None  # only on request
+
+
+def test_cache_lists_and_clears_baselines(tmp_path, monkeypatch):
+    """Issue 28: no command listed or cleared the baseline cache, so a bad figure stayed for good."""
+    from kernelsmith.evaluate.baseline_cache import BaselineCache
+    from kernelsmith.evaluate.result import TimingStats
+
+    monkeypatch.setenv("KERNELSMITH_CACHE_DIR", str(tmp_path))
+    assert ks("cache", "list").returncode == 0  # no file yet: an empty list, and no file made
+    assert not (tmp_path / "baselines.sqlite").exists()
+    cache = BaselineCache()
+    ref = TimingStats.from_samples([0.0123, 0.0124], method="cuda_graph", calls=200)
+    for task, gpu in (("aaaa1111", "NVIDIA H200"), ("bbbb2222", "NVIDIA H200"), ("aaaa1111", "NVIDIA H100")):
+        cache.put(f"{gpu}|2.11|{task}|v3", gpu, "2.11", task, {"reference": ref, "compile": None})
+    rows = [json.loads(line) for line in ks("cache", "list", "--json").stdout.splitlines()]
+    assert len(rows) == 3 and {r["task_hash"] for r in rows} == {"aaaa1111", "bbbb2222"}
+    assert rows[0]["reference_ms"] == pytest.approx(0.01235) and rows[0]["method"] == "cuda_graph"
+    table = ks("cache", "list")
+    assert table.returncode == 0 and "bbbb2222" in table.stdout and "0.01235" in table.stdout
+    assert_usage_error(ks("cache", "clear"), "--task", "--all")
+    assert "removed 2 entries" in ks("cache", "clear", "--task", "aaaa").stdout
+    assert "removed 1 entry" in ks("cache", "clear", "--gpu", "NVIDIA H200").stdout
+    assert [r for r in ks("cache", "list", "--json").stdout.splitlines()] == []
+    cache.put("k", "g", "t", "cccc", {"reference": ref})
+    assert "removed 1 entry" in ks("cache", "clear", "--all").stdout

@@ -8,6 +8,7 @@ import sys
 
 import typer
 
+from kernelsmith.cli.cache import cache_app
 from kernelsmith.cli.capture import apply_cmd, capture_cmd
 from kernelsmith.cli.common import print_error
 from kernelsmith.cli.data import data_app
@@ -66,6 +67,7 @@ app.command("apply")(apply_cmd)
 app.command("seed")(seed_cmd)
 app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
 app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
+app.add_typer(cache_app, name="cache", help="The baseline cache: list the reference's stored times, clear them.")
 
 
 def main() -> None:

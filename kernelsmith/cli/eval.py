@@ -35,7 +35,12 @@ def eval_cmd(
     compile_baseline: bool | None = typer.Option(
         None, help="also time torch.compile of the reference \\[default: on for cuda, off for cpu]"
     ),
-    cache: bool = typer.Option(True, help="reuse cached reference / torch.compile timings"),
+    cache: bool = typer.Option(
+        True, help="reuse and store the reference / torch.compile timings; --no-cache neither reads nor writes them"
+    ),
+    l2: str = typer.Option(
+        eval_defaults().l2, help="cold: the L2 flushed before every timed call; warm: calls back to back"
+    ),
     profile: bool = typer.Option(
         False, help="after the verdict, Nsight Compute's counters of the heaviest kernels (CUDA, where ncu runs)"
     ),
@@ -65,6 +70,7 @@ def eval_cmd(
             trials=trials,
             compile_baseline=compile_baseline,
             use_baseline_cache=cache,
+            l2=l2,
             torch_ops=torch_ops,
         )
         result = evaluate(t, c, opts, profile_timeout=profile_timeout if profile else None)

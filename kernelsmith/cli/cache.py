@@ -1,0 +1,61 @@
+"""`kernelsmith cache`: the baseline cache (the reference's and torch.compile's times per GPU, torch
+version and task): list its entries, clear some or all of them."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.table import Table
+
+from kernelsmith.cli.common import console, fail
+
+cache_app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+@cache_app.command("list")
+def cache_list_cmd(
+    json_out: bool = typer.Option(False, "--json", help="one JSON object per entry, one per line"),
+) -> None:
+    """The stored baselines, oldest first: GPU, torch, task hash, the reference's and torch.compile's
+    device time per call and how it was measured. Measured ceilings of a GPU are entries too."""
+    from kernelsmith.evaluate.baseline_cache import BaselineCache
+
+    cache = BaselineCache()
+    entries = cache.entries()
+    if json_out:
+        for e in entries:
+            sys.stdout.write(json.dumps(e.to_dict()) + "\n")
+        return
+    table = Table(title=f"baseline cache: {cache.path} ({len(entries)} entries)")
+    for col in ("created (UTC)", "GPU", "torch", "task", "reference ms", "torch.compile ms", "method"):
+        table.add_column(col)
+    for e in entries:
+        table.add_row(
+            e.created,
+            e.gpu,
+            e.torch,
+            e.task_hash[:12] or "(ceilings)",
+            "-" if e.reference_ms is None else f"{e.reference_ms:.4g}",
+            "-" if e.compile_ms is None else f"{e.compile_ms:.4g}",
+            e.method or "-",
+        )
+    console.print(table)
+
+
+@cache_app.command("clear")
+def cache_clear_cmd(
+    task: str = typer.Option(None, "--task", help="entries of this task (its hash, or a prefix of it)"),
+    gpu: str = typer.Option(None, "--gpu", help="entries of this GPU (its name as `cache list` shows it)"),
+    all_entries: bool = typer.Option(False, "--all", help="every entry"),
+) -> None:
+    """Remove baselines: those of a task, of a GPU, or all; the next evaluation measures them anew."""
+    from kernelsmith.evaluate.baseline_cache import BaselineCache
+
+    if not (task or gpu or all_entries):
+        fail("say which entries to clear: --task HASH, --gpu NAME or --all", 2)
+    if all_entries and (task or gpu):
+        fail("--all clears every entry: give it alone, or --task / --gpu without it", 2)
+    removed = BaselineCache().clear(task_hash=task, gpu=gpu)
+    console.print(f"removed {removed} {'entry' if removed == 1 else 'entries'}")
