@@ -235,7 +235,12 @@ def run_verdicts(pool: Pool, report: Report, pair: Pair, task: Task, source: str
         try:
             r = pool.evaluate(task, source, opts)
         except Exception as exc:  # noqa: BLE001 - a verdict that did not come back is a row, not the end
-            rows.append({"status": "no_verdict", "error": f"{type(exc).__name__}: {exc}"[:600]})
+            why = (
+                f"none within {VERDICT_TIMEOUT_S:.0f} s, the pool was started anew"
+                if isinstance(exc, TimeoutError)
+                else ""
+            )
+            rows.append({"status": "no_verdict", "error": why or f"{type(exc).__name__}: {exc}"[:600]})
             print(f"  {pair.name} l2={opts.l2} {i + 1}/{n}: no verdict: {rows[-1]['error']}", flush=True)
             continue
         report.verdict(pair.name, opts.l2, i, r)
@@ -410,8 +415,11 @@ def machine(args) -> dict:
         info["triton"] = None
     if args.device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    info["commit"] = rev.stdout.strip() or None
+    try:  # the device machine's copy of the tree may have no .git, or no git
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        info["commit"] = rev.stdout.strip() or None
+    except OSError:
+        info["commit"] = None
     return info
 
 

@@ -1,6 +1,6 @@
 """Llama's RMSNorm at decode widths, fused: one program per row holds the whole row in registers, so x
-is read once and written once (the reference's seven kernels each read or write the row), and the
-weight, read by every row, stays in L2 after the first."""
+is read once and written once (each of the reference's five to seven kernels reads or writes it), and
+the weight, read by every row, stays in L2 after the first."""
 
 import torch
 import torch.nn as nn
