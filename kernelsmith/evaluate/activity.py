@@ -199,7 +199,7 @@ class ActivityRecorder:
     def __exit__(self, *exc) -> None:
         act = self.activity
         act.windows = 1
-        try:  # a window stopped by someone else (and maybe restarted) or broken raises into the except
+        try:  # a session stopped by someone else, or broken, raises here; one restarted lacks the marker
             if not _profiler_enabled():
                 raise RuntimeError("the session was stopped by someone else")
             if not self.entered:
