@@ -1,11 +1,13 @@
 """What ran during forward, recorded below Python, and what that says about the operator rule.
 
-Recording (in the sandbox and, for the reference, in the judge): torch.profiler's Kineto backend
-records every GPU kernel the process ran (CUPTI activity, on the device) and every aten op that
-went through the dispatcher (RecordFunction, in C++). Neither can be hidden by switching off
-Python dispatch or torch-function modes, which is how the earlier Python-level recorder was
-beaten. A candidate could stop the profiler outright; each window carries a marker op with a
-fresh name, and a window whose marker is missing was tampered with.
+Recording (in the sandbox and, for the reference, in the judge): a Kineto session, the one
+torch.profiler.profile wraps, opened here through torch.autograd's own calls, records every GPU
+kernel the process ran (CUPTI activity, on the device) and every aten op that went through the
+dispatcher (RecordFunction, in C++). Neither can be hidden by switching off Python dispatch or
+torch-function modes, which is how the earlier Python-level recorder was beaten. A candidate could
+stop the session outright, or stop it and start its own; each window carries a marker op with a
+fresh name, and a window that is no longer recording at its end, or whose marker is missing, was
+tampered with.
 
 Deciding (in the judge, on plain counts): kernels are the candidate's own when their name is one
 the candidate defines (a Triton `@triton.jit` function, a CUDA `__global__` function) and the
@@ -33,11 +35,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
+from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler, _profiler_enabled
+from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+from torch.profiler import ProfilerActivity
 
-# Bound before candidate code is imported into the sandbox. (torch's stubs lack torch._C._autograd.)
-_profiler_enabled = torch._C._autograd._profiler_enabled  # pyright: ignore[reportAttributeAccessIssue]
+# Bound before candidate code is imported into the sandbox, like the calls imported above: a window
+# never looks a name up later. The session is opened with torch.autograd's own calls (the layer
+# under torch.profiler.profile, the same in torch 2.11 and 2.13) rather than through
+# torch.profiler.profile, whose first use imports torch._inductor (about 1 s of every sandbox's
+# start, docs/benchmarks.md).
+_KINETO = ProfilerState.KINETO
+# torch's Python flag for "a profiler is on", set as torch.autograd.profiler.profile sets it: with
+# it set, torch.compile's launchers mark their kernels, and its benchmarking opens no profiler of
+# its own (which would end this window).
+_python_flag_on = torch.autograd.profiler._run_on_profiler_start
+_python_flag_off = torch.autograd.profiler._run_on_profiler_stop
 _record_function = torch.profiler.record_function
 _sleep = torch.cuda._sleep
+_cuda_synchronize = torch.cuda.synchronize
 
 # The window's opening and closing kernels (torch.cuda._sleep launches `spin_kernel`).
 SPIN_KERNEL = "spin_kernel"
@@ -168,12 +183,10 @@ class ActivityRecorder:
     span (name, stream, start, end) is kept in `rec.spans` (the timing harness reads graph replays)."""
 
     def __init__(self, device: str, hold_cycles: int = 0, keep_spans: bool = False):
-        from torch.profiler import ProfilerActivity
-
-        self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        self.activities = {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if device == "cuda" else set())
         self.marker = "ks_window_" + secrets.token_hex(8)
         self.activity = Activity()
-        self.prof = None
+        self.entered = False
         self.hold_cycles = int(hold_cycles) if device == "cuda" else 0
         self.keep_spans = keep_spans
         self.spans: list[KernelSpan] = []
@@ -187,10 +200,12 @@ class ActivityRecorder:
             _sleep(1)
 
     def __enter__(self) -> ActivityRecorder:
-        from torch.profiler import profile
-
-        self.prof = profile(activities=self.activities)
-        self.prof.__enter__()
+        # torch.profiler.profile's defaults: no shapes, memory, stacks, FLOPs or modules.
+        config = ProfilerConfig(_KINETO, False, False, False, False, False, _ExperimentalConfig())
+        _prepare_profiler(config, self.activities)
+        _python_flag_on()
+        _enable_profiler(config, self.activities)
+        self.entered = True
         with _record_function(self.marker):
             pass
         return self
@@ -198,22 +213,19 @@ class ActivityRecorder:
     def __exit__(self, *exc) -> None:
         act = self.activity
         act.windows = 1
-        if not _profiler_enabled():
-            act.tampered = True  # stopped by someone else: nothing of this window can be trusted
-            return
-        try:  # a missing session or result raises, like any broken one, into the except below
-            prof = self.prof
-            if prof is None:
+        try:  # a session stopped by someone else, or broken, raises here; one restarted lacks the marker
+            if not _profiler_enabled():
+                raise RuntimeError("the session was stopped by someone else")
+            if not self.entered:
                 raise RuntimeError("the window was never entered")
-            prof.__exit__(None, None, None)
-            session = prof.profiler
-            results = session.kineto_results if session is not None else None
-            if results is None:
-                raise RuntimeError("the profiler kept no results")
-            events = results.events()
-        except Exception:  # stopped and restarted by someone else, or a broken session
-            act.tampered = True
+            if ProfilerActivity.CUDA in self.activities:
+                _cuda_synchronize()  # every kernel of the window has ended before the session does
+            events = _disable_profiler().events()
+        except Exception:
+            act.tampered = True  # nothing of this window can be trusted
             return
+        finally:
+            _python_flag_off()
         seen_marker = False
         spans: list[KernelSpan] = []
         for e in events:
