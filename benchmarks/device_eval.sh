@@ -15,5 +15,5 @@ mkdir -p "$OUT"
 python3 -m pytest -q -p no:cacheprovider -m cuda ${KS_CUDA_TESTS:-tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py tests/redteam/test_escapes.py} \
   2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -15
 python3 benchmarks/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"
-timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
   2>&1 | grep -v USDT | tee "$OUT/doctor.log" | tail -60

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate import isolation, landlock, procmask, seccomp
+from kernelsmith.evaluate.sandboxing import isolation, landlock, procmask, seccomp
 
 LAYERS = ("bwrap", "pidns", "uid", "procmask", "landlock", "seccomp")
 GUARANTEES = {

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsmith.evaluate import containment
-from kernelsmith.evaluate.baseline_cache import cache_dir
-from kernelsmith.evaluate.process import become_subreaper
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.measuring.baseline_cache import cache_dir
+from kernelsmith.evaluate.sandboxing import containment
+from kernelsmith.evaluate.sandboxing.process import become_subreaper
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 
 @dataclass

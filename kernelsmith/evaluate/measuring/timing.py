@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernelsmith.evaluate.activity import Activity, ActivityRecorder, KernelSpan
+from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, KernelSpan
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import TimingStats
 

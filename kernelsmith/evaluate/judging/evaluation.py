@@ -1,7 +1,7 @@
 """One evaluation, step by step, in the judge: load, correctness trials (each recorded below
 Python), the sandbox's timing run, the judge-clocked batch, then the verdict with its flags and
-task notes. The judge (kernelsmith.evaluate.judge) owns the warm state this uses: sandboxes, the
-task modules, the baselines; the timing stages are in kernelsmith.evaluate.evaluation_timing.
+task notes. The judge (kernelsmith.evaluate.judging.judge) owns the warm state this uses: sandboxes, the
+task modules, the baselines; the timing stages are in kernelsmith.evaluate.judging.evaluation_timing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from pathlib import Path
 import torch
 
 from kernelsmith.candidate import analyze
-from kernelsmith.evaluate.activity import (
+from kernelsmith.evaluate.build.cache import BuildCache
+from kernelsmith.evaluate.checks import flatten_outputs, is_degenerate
+from kernelsmith.evaluate.judging.evaluation_timing import TimingStages, _Verdict
+from kernelsmith.evaluate.judging.judge import Judge, TaskLoadError, _seed
+from kernelsmith.evaluate.measuring.activity import (
     GLUE_OPS,
     Activity,
     fmt_kernels,
@@ -20,14 +24,8 @@ from kernelsmith.evaluate.activity import (
     judge_operators,
     scaled,
 )
-from kernelsmith.evaluate.breakdown import kernel_breakdown
-from kernelsmith.evaluate.build.cache import BuildCache
-from kernelsmith.evaluate.checks import flatten_outputs, is_degenerate
-from kernelsmith.evaluate.containment import ContainmentError
-from kernelsmith.evaluate.evaluation_timing import TimingStages, _Verdict
-from kernelsmith.evaluate.judge import Judge, TaskLoadError, _seed
+from kernelsmith.evaluate.measuring.breakdown import kernel_breakdown
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import (
     BuildRecord,
@@ -39,7 +37,9 @@ from kernelsmith.evaluate.result import (
     TrialReport,
 )
 from kernelsmith.evaluate.runtime import build_model
-from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
+from kernelsmith.evaluate.sandboxing.containment import ContainmentError
+from kernelsmith.evaluate.sandboxing.process import kill_strays
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure, SandboxHandle
 from kernelsmith.evaluate.verdict import Flag, TaskNote
 
 # A reference faster than this (CUDA), when it cannot be timed in a CUDA graph, is mostly launch and
