@@ -21,9 +21,8 @@ from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.build.pool import BuildOutcome, BuildPool
 from kernelsmith.evaluate.build.spec import static_specs
 from kernelsmith.evaluate.counters import CountersReport
-from kernelsmith.evaluate.measuring.baseline_cache import cache_dir
 from kernelsmith.evaluate.nvml import nvml_capabilities
-from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.options import EvalOptions, cache_dir
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.queued import QueuedPool
 from kernelsmith.evaluate.result import BuildRecord, EvalResult, StageSeconds, Status

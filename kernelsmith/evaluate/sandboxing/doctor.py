@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kernelsmith
-from kernelsmith.evaluate.measuring.baseline_cache import cache_dir
+from kernelsmith.evaluate.options import cache_dir
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.evaluate.sandboxing.process import become_subreaper
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
