@@ -164,6 +164,11 @@ def main() -> None:
                         "floor_ms": r.floor_ms,
                         "judge_timing": r.judge_timing and r.judge_timing.model_dump(),
                         "timing_median_ms": r.timing and r.timing.median_ms,
+                        "timing_method": r.timing_method,
+                        "timing_fallback": r.timing_fallback,
+                        "eager_ms": r.eager_ms,
+                        "eager_speedup": r.eager_speedup,
+                        "stages": r.stages.model_dump(),
                         "kernels": [k.model_dump() for k in r.kernels][:8],
                         "reference_kernels": [k.model_dump() for k in r.reference_kernels][:8],
                         "flag_details": {k.value: v for k, v in r.flag_details.items()},
@@ -179,6 +184,11 @@ def main() -> None:
                     f"{sp:>8s} {','.join(f.value for f in r.flags) or '-':28s} {tail}",
                     flush=True,
                 )
+    if rows:  # where a verdict's seconds go, median over the cases
+        import statistics
+
+        stages = {k: statistics.median(r["stages"][k] for r in rows) for k in rows[0]["stages"]}
+        print("median stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     print(f"gate: {passed} passed, {failed} failed")
 
 

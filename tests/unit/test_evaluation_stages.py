@@ -277,3 +277,110 @@ def test_a_timing_run_that_ends_the_evaluation_keeps_its_seconds():
     with pytest.raises(SandboxFailure):
         ev._run(FakeSandbox([]), TASK, "class ModelNew: pass")
     assert ev.stages.timing >= 0.05
+
+
+# --- the judge's clock over CUDA-graph replays, driven by a fake judge and sandbox ------------------
+
+
+class GraphJudge(FakeJudge):
+    """A CUDA judge whose reference on seed s is the tensor [s, 1]: checksums are easy to predict."""
+
+    device = "cuda"
+
+    def run_reference(self, task, model, seed):
+        import torch
+
+        return [torch.zeros(2)], torch.tensor([float(seed % 1000), 1.0])
+
+    def graph_batch_overhead(self, task, ref_out, calls, sets):
+        from kernelsmith.evaluate.measuring.activity import Activity
+
+        self.graph_batch = (calls, sets)
+        return 0.5, Activity()
+
+    def batch_overhead(self, task, ref_out, calls):
+        from kernelsmith.evaluate.measuring.activity import Activity
+
+        return 0.01, Activity()
+
+
+class GraphSandbox(FakeSandbox):
+    """Answers the graph batch as an honest sandbox would: call k read set k % sets, refilled from
+    seed + 1 + (k % sets); every "go" takes `per_go_s` of wall time. `armed=False`: the capture failed."""
+
+    def __init__(self, per_go_s: float = 0.0, armed: bool = True, skip_calls: int = 0):
+        super().__init__([])
+        self.per_go_s, self.armed, self.skip_calls = per_go_s, armed, skip_calls
+
+    def wait(self, deadline, memory_limit, stage):
+        import time
+
+        import torch
+
+        from kernelsmith.evaluate.checks import checksum_weights
+
+        msg = self.sent[-1]
+        if msg["op"] == "batch" and msg.get("graph"):
+            self.calls, self.sets = msg["calls"], msg["sets"]
+            return {"op": "armed"} if self.armed else {"op": "unarmed", "why": "RuntimeError: capture failed"}
+        if msg["op"] == "go":
+            t0 = time.perf_counter()
+            w0, w1 = checksum_weights([torch.zeros(2)], msg["weight_seed"])[0].tolist()  # one set of weights
+            sums = []
+            for k in range(self.calls):
+                s = msg["seed"] + 1 + k % self.sets if k >= self.skip_calls else 7  # skipped: stale output
+                sums.append([float(s % 1000) * w0 + w1])
+            time.sleep(max(0.0, self.per_go_s - (time.perf_counter() - t0)))
+            return {"op": "batch_done", "checksums": sums, "launches": 0}
+        if msg["op"] == "record":
+            return {"op": "batch_activity", "activity": {"kernels": {"own_kernel": [self.calls, 1000]}}}
+        raise AssertionError(f"unexpected message {msg}")
+
+
+def _graph_evaluation(monkeypatch) -> Evaluation:
+    import torch
+
+    from kernelsmith.evaluate.judging import evaluation_timing
+    from kernelsmith.evaluate.result import TimingStats
+
+    monkeypatch.setattr(evaluation_timing, "make_inputs", lambda task, seed, device: [torch.zeros(2)])
+    ev = Evaluation(GraphJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu"))
+    ev.task, ev.ref_model, ev.device_activity = ev.j.module, None, True
+    ev.own_names = {"own_kernel"}
+    ev.err_l2 = [0.0]
+    ev.cand = TimingStats.from_samples([0.002] * 10, method="cuda_graph", calls=200)
+    return ev
+
+
+def test_a_graph_timed_candidate_is_clocked_over_graph_replays(monkeypatch):
+    ev = _graph_evaluation(monkeypatch)
+    sb = GraphSandbox(per_go_s=0.0085)  # 4096 calls of ~2 us in 8.5 ms: as the sandbox says
+    clock = ev._batch(sb, ev.cand)
+    assert ev.j.graph_batch == (4096, 16) and clock.regime == "graph" and clock.calls == 4096
+    assert clock.batches == 2 and not ev.clock.mismatch  # two batches, the fastest agrees
+    assert [m["op"] for m in sb.sent] == ["batch", "go", "go", "record"]
+    assert ev.flags == {}
+
+
+def test_a_forged_time_is_overruled_after_as_many_batches_again(monkeypatch):
+    ev = _graph_evaluation(monkeypatch)
+    ev.cand = ev.cand.model_copy(update={"median_ms": 0.0002})  # claims 0.2 us; the calls take ~2 us
+    clock = ev._batch(GraphSandbox(per_go_s=0.0085), ev.cand)
+    assert clock.batches == 4 and ev.clock.mismatch and clock.per_call_ms > 0.0015
+
+
+def test_stale_outputs_in_the_judges_batch_are_incorrect(monkeypatch):
+    ev = _graph_evaluation(monkeypatch)
+    with pytest.raises(_Verdict) as info:
+        ev._batch(GraphSandbox(skip_calls=4096), ev.cand)  # every call's output is a stale one
+    assert info.value.status is Status.incorrect and "judge-timed call" in (info.value.error or "")
+
+
+def test_a_batch_that_cannot_be_captured_is_timed_call_by_call_and_said(monkeypatch):
+    ev = _graph_evaluation(monkeypatch)
+    sb = GraphSandbox(armed=False)
+    eager_batches = []
+    monkeypatch.setattr(ev, "_one_batch", lambda sb, calls, harness: eager_batches.append(calls) or (1.0, 1, 2, []))
+    monkeypatch.setattr(ev, "_verify", lambda *a: None)
+    clock = ev._batch(sb, ev.cand)
+    assert clock.regime == "eager" and eager_batches and "could not be captured" in (ev.clock_note or "")

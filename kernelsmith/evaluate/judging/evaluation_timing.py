@@ -69,6 +69,7 @@ class TimingStages:
     ref_activity: Activity
     profile_activity: Activity
     clock: judge_clock.ClockVerdict
+    clock_note: str | None = None  # why the judge's clock fell back to calls one by one
 
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         raise NotImplementedError
@@ -129,18 +130,25 @@ class TimingStages:
         j = self.j
         regime = "graph" if cand.method == "cuda_graph" else "eager"
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
+        unarmed = None
         if regime == "graph":
             calls = judge_clock.graph_batch_calls(cand.median_ms)
             one_set = roofline.tensor_bytes(make_inputs(self.task, 0, j.device))
             sets = judge_clock.graph_batch_sets(calls, one_set)
             overhead_ms, harness = j.graph_batch_overhead(self.task, probe, calls, sets)
             sb.send({"op": "batch", "calls": calls, "graph": True, "sets": sets})
-            self._expect(sb, "armed")
-        else:
+            msg = self._wait(sb, "judge-timed calls")
+            if msg.get("op") == "unarmed":  # the batch could not be captured: calls one by one, said
+                regime, unarmed = "eager", str(msg.get("why", ""))[:300]
+            elif msg.get("op") != "armed":
+                raise ProtocolError(f"unexpected reply {msg.get('op')!r} to the judge-timed calls")
+        if regime == "eager":
             calls = judge_clock.batch_calls(j.device, cand.median_ms)
             sets = calls
             overhead_ms, harness = j.batch_overhead(self.task, probe, calls)
         del probe
+        if unarmed is not None:
+            self.clock_note = f"the judge's batch could not be captured in a CUDA graph ({unarmed}): timed call by call"
         runs: list[tuple[float, int, int, list]] = []
         verdict = None
         while len(runs) < judge_clock.MAX_BATCHES[j.device]:
@@ -269,7 +277,8 @@ class TimingStages:
             compile_ms=comp_t.median_ms if comp_t else None,
             speedup_basis=basis,
             timing_method=cand.method,
-            timing_fallback=timed.fallback or b.get("reference_fallback"),
+            timing_fallback="; ".join(x for x in (timed.fallback, b.get("reference_fallback"), self.clock_note) if x)
+            or None,
             eager_ms=eager_ms,
             reference_eager_ms=ref_e.median_ms if ref_e else None,
             compile_eager_ms=comp_e.median_ms if comp_e else None,

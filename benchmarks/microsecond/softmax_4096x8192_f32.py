@@ -1,0 +1,28 @@
+"""Row softmax, fp32 [4096, 8192] (a prefill's attention-score rows, the issue's large case).
+Memory-bound: 128 MiB read + 128 MiB written (0.27 GB, ~62 us at 4.3 TB/s)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+ROWS = 4096
+COLS = 8192
+
+# Small sizes for the Triton interpreter on the CPU (kernelsmith.task_sizes).
+CPU_SIZES = {"ROWS": 5, "COLS": 300}
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return []
