@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 res = {}
 for layers in ["none", "bwrap", "pidns,landlock,seccomp", "bwrap,landlock,seccomp"]:

@@ -23,6 +23,6 @@ print(r.containment)
 PY
 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py \
   tests/redteam/test_escapes.py 2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -30
-timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
   2>&1 | grep -v USDT | tee "$OUT/doctor.log"
 timeout 75 python3 benchmarks/containment_cost.py --device cuda --rounds 1 2>&1 | grep -v USDT | tee "$OUT/containment_cost.log"

@@ -23,6 +23,6 @@ if [ "$PHASE" = pytest ] || [ "$PHASE" = all ]; then
 fi
 if [ "$PHASE" = gate ] || [ "$PHASE" = all ]; then
   python3 benchmarks/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"
-  timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+  timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
     2>&1 | grep -v USDT | tee "$OUT/doctor.log" | tail -60
 fi

@@ -26,5 +26,5 @@ PY
 done
 KS_CUDA_LAYERS=${KS_CUDA_LAYERS:-procmask,landlock,seccomp} timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/redteam/test_escapes.py \
   2>&1 | grep -v USDT | tee "$OUT/escapes_cuda.log" | tail -30
-KERNELSMITH_SANDBOX_LAYERS=${KS_CUDA_LAYERS:-procmask,landlock,seccomp} timeout 90 python3 -c "import json; from kernelsmith.evaluate.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
+KERNELSMITH_SANDBOX_LAYERS=${KS_CUDA_LAYERS:-procmask,landlock,seccomp} timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
   2>&1 | grep -v USDT | tee "$OUT/doctor.log"

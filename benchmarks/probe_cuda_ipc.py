@@ -25,7 +25,8 @@ uid = 0x3A000123
 if case == "uid before CUDA":
     os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
 import torch
-from kernelsmith.evaluate import protocol, seccomp
+from kernelsmith.evaluate import protocol
+from kernelsmith.evaluate.sandboxing import seccomp
 torch.cuda.init()
 t = torch.arange(1 << 20, device="cuda", dtype=torch.float32)
 torch.cuda.synchronize()

@@ -25,8 +25,8 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelsmith.evaluate import judge_clock, timing  # noqa: E402
-from kernelsmith.evaluate.graph_batch import GraphBatch, harness_cost  # noqa: E402
+from kernelsmith.evaluate.measuring import judge_clock, timing  # noqa: E402
+from kernelsmith.evaluate.measuring.graph_batch import GraphBatch, harness_cost  # noqa: E402
 from kernelsmith.evaluate.options import EvalOptions  # noqa: E402
 
 

@@ -70,7 +70,7 @@ int connect(int fd, const struct sockaddr *a, socklen_t n) { static int (*real)(
 CASE = r"""
 import ctypes, json, os, sys
 sys.path.insert(0, REPO)
-from kernelsmith.evaluate import landlock, containment
+from kernelsmith.evaluate.sandboxing import landlock, containment
 case, scratch = CASE_NAME, SCRATCH
 dirs, files = containment.writable_paths(scratch, "cuda")
 if "without /proc/self/task" in case:

@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kernelsmith.evaluate import ncu_stage  # noqa: E402
+from kernelsmith.evaluate.profiling import ncu_stage  # noqa: E402
 
 KB = REPO / "benchmarks/kernelbench"
 CASES = {

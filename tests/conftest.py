@@ -90,8 +90,8 @@ def recorded_verdict(task: str) -> dict:
     import json
     from collections import Counter
 
-    from kernelsmith.evaluate.activity import Activity
-    from kernelsmith.evaluate.breakdown import kernel_breakdown
+    from kernelsmith.evaluate.measuring.activity import Activity
+    from kernelsmith.evaluate.measuring.breakdown import kernel_breakdown
 
     case = json.loads((CASES / "profiles" / "h200_gate_2026-12-03.json").read_text())["cases"][task]
     act = Activity(

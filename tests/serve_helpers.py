@@ -117,7 +117,7 @@ def evaluate_body(candidate: str, task: Path = SOFTMAX_TASK, **options) -> dict:
 
 def judges(pid: int) -> list[int]:
     """The judge processes below `pid` (the pool's workers, each the parent of its sandboxes)."""
-    from kernelsmith.evaluate.process import descendants
+    from kernelsmith.evaluate.sandboxing.process import descendants
 
     out = []
     for p in descendants(pid):
@@ -125,6 +125,6 @@ def judges(pid: int) -> list[int]:
             cmd = Path(f"/proc/{p}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"kernelsmith.evaluate.worker" in cmd:
+        if b"kernelsmith.evaluate.judging.worker" in cmd:
             out.append(p)
     return out

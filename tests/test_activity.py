@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelsmith.evaluate import judge_clock
-from kernelsmith.evaluate.activity import (
+from kernelsmith.evaluate.measuring import judge_clock
+from kernelsmith.evaluate.measuring.activity import (
     Activity,
     ActivityRecorder,
     KernelSpan,

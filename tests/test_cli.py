@@ -294,7 +294,7 @@ def test_eval_profile_on_the_cpu_says_why_there_are_no_counters():
 
 def test_cache_lists_and_clears_baselines(tmp_path, monkeypatch):
     """Issue 28: no command listed or cleared the baseline cache, so a bad figure stayed for good."""
-    from kernelsmith.evaluate.baseline_cache import BaselineCache
+    from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
     from kernelsmith.evaluate.result import TimingStats
 
     monkeypatch.setenv("KERNELSMITH_CACHE_DIR", str(tmp_path))

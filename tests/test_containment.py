@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate import containment, landlock, seccomp
-from kernelsmith.evaluate.isolation import bwrap_works
+from kernelsmith.evaluate.sandboxing import containment, landlock, seccomp
+from kernelsmith.evaluate.sandboxing.isolation import bwrap_works
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_seccomp_denies_sockets_tracing_and_foreign_signals(tmp_path):
     got = _child(
         PROBES
         + """
-    from kernelsmith.evaluate import seccomp
+    from kernelsmith.evaluate.sandboxing import seccomp
     parent = os.getppid()
     seccomp.install()
     out["tcp"] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
@@ -90,7 +90,7 @@ def test_landlock_confines_writes_and_tcp(tmp_path):
     got = _child(
         PROBES
         + f"""
-    from kernelsmith.evaluate import landlock
+    from kernelsmith.evaluate.sandboxing import landlock
     srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
     port = srv.getsockname()[1]
     landlock.restrict([{str(scratch)!r}], ["/dev/null"])
@@ -122,7 +122,7 @@ def test_landlock_lets_cuda_name_its_threads(tmp_path, with_rule):
         PROBES
         + f"""
     import threading
-    from kernelsmith.evaluate import containment, landlock
+    from kernelsmith.evaluate.sandboxing import containment, landlock
     dirs, files = containment.writable_paths({str(scratch)!r}, "cuda")
     if not {with_rule!r}:
         files = [f for f in files if not f.startswith("/proc/")]
@@ -156,7 +156,7 @@ def test_procmask_covers_other_processes_and_drops_capabilities(tmp_path):
         PROBES
         + f"""
     import ctypes, threading
-    from kernelsmith.evaluate import procmask
+    from kernelsmith.evaluate.sandboxing import procmask
     parent = os.getppid()
     tids = [t for t in os.listdir(f"/proc/{{parent}}/task") if t != str(parent)]
     out["covered"] = procmask.mask_other_processes({str(scratch)!r}) > 0
@@ -248,7 +248,7 @@ LAYER_SETS = [
 @pytest.mark.parametrize("layers", LAYER_SETS)
 def test_claims_hold_live(monkeypatch, layers, cache_dir):
     """Whatever a layer set claims, a real sandbox confirms from inside: no claim overstates."""
-    from kernelsmith.evaluate.doctor import checkup
+    from kernelsmith.evaluate.sandboxing.doctor import checkup
 
     monkeypatch.delenv("KERNELSMITH_SANDBOX", raising=False)
     if layers is None:

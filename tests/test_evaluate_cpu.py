@@ -16,7 +16,7 @@ from conftest import MEMORY_LIMIT, REPO, case_path
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate import EvalOptions, EvalResult, Status
-from kernelsmith.evaluate.process import descendants
+from kernelsmith.evaluate.sandboxing.process import descendants
 from kernelsmith.task import Task
 
 # Faults need no more than a short time limit: the hang costs exactly this long.
@@ -265,11 +265,11 @@ def _sandboxes() -> list[int]:
         return cmd, int(fields[1]), fields[0]
 
     procs = {pid: info for pid in descendants(os.getpid()) if (info := read(pid))}
-    judges = {pid for pid, (cmd, _, _) in procs.items() if b"kernelsmith.evaluate.worker" in cmd}
+    judges = {pid for pid, (cmd, _, _) in procs.items() if b"kernelsmith.evaluate.judging.worker" in cmd}
     return [
         pid
         for pid, (cmd, ppid, state) in procs.items()
-        if ppid in judges and b"kernelsmith.evaluate.sandbox" in cmd and state != b"Z"
+        if ppid in judges and b"kernelsmith.evaluate.runner.sandbox" in cmd and state != b"Z"
     ]
 
 

@@ -492,7 +492,7 @@ def test_serve_refuses_bad_settings_in_one_line(guarded):
 
 def test_judges_die_with_a_killed_service(tmp_path):
     """kill -9 of the service leaves no judge behind, busy with a candidate nobody waits for."""
-    from kernelsmith.evaluate.process import descendants
+    from kernelsmith.evaluate.sandboxing.process import descendants
 
     served = start_service(tmp_path, "--workers", "1")
     slow = evaluate_body(variant("orphan", sleep_s=10.0), trials=1)

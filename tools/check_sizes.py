@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=[],
         metavar="PATH",
-        help="leave out a file or folder (and its module count), e.g. --skip kernelsmith/evaluate while it is "
-        "being split; may be given more than once",
+        help="leave out a file or folder (and its module count), e.g. --skip kernelsmith/evaluate; may be given more "
+        "than once",
     )
     parser.add_argument(
         "--root", type=Path, default=Path(__file__).resolve().parent.parent, help="default: this tool's repository"

@@ -20,7 +20,7 @@ def cache_list_cmd(
 ) -> None:
     """The stored baselines, oldest first: GPU, torch, task hash, the reference's and torch.compile's
     device time per call and how it was measured. Measured ceilings of a GPU are entries too."""
-    from kernelsmith.evaluate.baseline_cache import BaselineCache
+    from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 
     cache = BaselineCache()
     entries = cache.entries()
@@ -51,7 +51,7 @@ def cache_clear_cmd(
     all_entries: bool = typer.Option(False, "--all", help="every entry"),
 ) -> None:
     """Remove baselines: those of a task, of a GPU, or all; the next evaluation measures them anew."""
-    from kernelsmith.evaluate.baseline_cache import BaselineCache
+    from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 
     if not (task or gpu or all_entries):
         fail("say which entries to clear: --task HASH, --gpu NAME or --all", 2)

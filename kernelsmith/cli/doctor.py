@@ -18,9 +18,9 @@ def doctor_cmd(
 ) -> None:
     """Which of the five containment guarantees hold here: claimed by the layers this host allows
     and tried live from inside a sandbox. Exit 0 when all hold, 1 when one does not (2: no GPU for --device cuda)."""
-    from kernelsmith.evaluate import containment
-    from kernelsmith.evaluate.doctor import checkup
     from kernelsmith.evaluate.pool import visible_gpus
+    from kernelsmith.evaluate.sandboxing import containment
+    from kernelsmith.evaluate.sandboxing.doctor import checkup
 
     try:
         if device is Device.cuda and not visible_gpus():  # as EvalPool says it for every other command

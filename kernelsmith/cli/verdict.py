@@ -148,7 +148,7 @@ def _kernel_rows(table: Table, result: EvalResult) -> None:
     )
     timed = [k for k in result.kernels if k.ms is not None and k.share is not None]
     if timed:
-        from kernelsmith.evaluate.breakdown import short_name
+        from kernelsmith.evaluate.measuring.breakdown import short_name
 
         head = f"{_fmt(result.kernel_ms, ' ms', 4)} of kernels per call"
         rows = [
@@ -162,8 +162,8 @@ def _kernel_rows(table: Table, result: EvalResult) -> None:
 def _counter_rows(table: Table, result: EvalResult, profiled: bool) -> None:
     """eval --profile: Nsight Compute on the heaviest kernels, or why there are no counters."""
     if result.counters is not None:
-        from kernelsmith.evaluate.breakdown import short_name
         from kernelsmith.evaluate.counters import counters_text
+        from kernelsmith.evaluate.measuring.breakdown import short_name
 
         rep = result.counters
         if rep.status == "ok":

@@ -33,7 +33,7 @@ from pathlib import Path
 from kernelsmith.data.decontam import is_contaminated
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.noise import pair_noise
+from kernelsmith.evaluate.measuring.noise import pair_noise
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import Program
 from kernelsmith.identity import program_hash
@@ -65,7 +65,7 @@ class SftResult:
 def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> float:
     """The gain a step must beat: min_gain * (1 + the noise of the two programs' speedup ratio).
 
-    That noise is `kernelsmith.evaluate.noise.pair_noise` of their stored `eval` records: both
+    That noise is `kernelsmith.evaluate.measuring.noise.pair_noise` of their stored `eval` records: both
     candidates' timing noise (and the references', when the two were timed against different
     reference measurements), each the larger of its own spread (std / median of the repetitions)
     and the floor of the method that measured it, which covers how far a time moves between two

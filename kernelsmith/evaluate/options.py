@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Literal, LiteralString, cast
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -36,6 +38,17 @@ def _size_text(n: int) -> str:
         if n % _UNITS[unit.lower()] == 0:
             return f"{n // _UNITS[unit.lower()]}{unit}"
     return str(n)
+
+
+def cache_dir() -> Path:
+    """The evaluator's folder of files kept between runs: the baseline cache, builds/, logs/
+    (KERNELSMITH_CACHE_DIR, else $XDG_CACHE_HOME/kernelsmith or ~/.cache/kernelsmith)."""
+    root = os.environ.get("KERNELSMITH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelsmith"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)  # the folder holds logs and builds too
+    return path
 
 
 def memory_limit_bytes(value: str | int) -> int:

@@ -18,17 +18,16 @@ from typing import Protocol
 from kernelsmith.candidate import Candidate
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import TaskError, UserError
-from kernelsmith.evaluate import containment
-from kernelsmith.evaluate.baseline_cache import cache_dir
 from kernelsmith.evaluate.build.pool import BuildOutcome, BuildPool
 from kernelsmith.evaluate.build.spec import static_specs
 from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.nvml import nvml_capabilities
-from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.process import describe_exit, kill_tree, scrubbed_env, spawn_python
+from kernelsmith.evaluate.options import EvalOptions, cache_dir
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.queued import QueuedPool
 from kernelsmith.evaluate.result import BuildRecord, EvalResult, StageSeconds, Status
+from kernelsmith.evaluate.sandboxing import containment
+from kernelsmith.evaluate.sandboxing.process import describe_exit, kill_tree, scrubbed_env, spawn_python
 from kernelsmith.task import Task
 
 
@@ -77,7 +76,7 @@ class JudgeProcess:
         env.pop("TRITON_INTERPRET", None)  # the judge runs only PyTorch code
         with open(self.log_path, "wb") as log:
             self.proc = spawn_python(
-                "kernelsmith.evaluate.worker",
+                "kernelsmith.evaluate.judging.worker",
                 ["--fd", str(child.fileno()), "--device", device, "--parent", str(os.getpid())],
                 env=env,
                 pass_fds=[child.fileno()],

@@ -30,7 +30,7 @@ class TimingStats(BaseModel):
     max_ms: float
     std_ms: float
     reps: int
-    # How it was measured (kernelsmith.evaluate.timing): cuda_graph, cuda_events_sync, eager_stream,
+    # How it was measured (kernelsmith.evaluate.measuring.timing): cuda_graph, cuda_events_sync, eager_stream,
     # cpu_wall, cpu_eager; None in records stored before methods were named.
     method: str | None = None
     calls: int = 1

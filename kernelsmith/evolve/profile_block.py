@@ -6,8 +6,8 @@ first, the rest summed in one line.
 
 from __future__ import annotations
 
-from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.counters import CountersReport, counters_text
+from kernelsmith.evaluate.measuring.breakdown import short_name
 
 
 def _kernel_line(k: dict) -> str:

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
-from kernelsmith.evaluate.noise import beyond_noise, pair_noise
+from kernelsmith.evaluate.measuring.noise import beyond_noise, pair_noise
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.identity import program_hash
@@ -49,9 +49,9 @@ def rank_key(ok: bool, score: float, program_id: int) -> tuple[bool, float, int]
 def improves_on(new: Program, old: Program | None) -> bool:
     """Whether `new` is a success that beats `old` beyond both programs' timing noise:
     new speedup > old speedup * (1 + pair_noise of their stored `eval` records: both candidates'
-    noise, and the references' when they were not one measurement; kernelsmith.evaluate.noise). Any success improves on
-    None (no best yet) and on a program that is not a success; a program that is not a success
-    improves on nothing. A speedup that was not measured counts as `score_of` counts it (1.0)."""
+    noise, and the references' when they were not one measurement; kernelsmith.evaluate.measuring.noise).
+    Any success improves on None (no best yet) and on a program that is not a success; a program that
+    is not a success improves on nothing. A speedup that was not measured counts as `score_of` counts it (1.0)."""
     if not new.ok:
         return False
     if old is None or not old.ok:

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.breakdown import short_name
 from kernelsmith.evaluate.counters import CountersReport, counters_text
+from kernelsmith.evaluate.measuring.breakdown import short_name
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program, best_of, running_best, score_of, stored_order

@@ -28,7 +28,7 @@ def containment_warning(host: str, device: str) -> str | None:
     do not hold all five containment guarantees here (kernelsmith doctor says why)."""
     import ipaddress
 
-    from kernelsmith.evaluate import containment
+    from kernelsmith.evaluate.sandboxing import containment
 
     try:
         loopback = ipaddress.ip_address(host).is_loopback

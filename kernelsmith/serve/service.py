@@ -92,7 +92,7 @@ class EvalService:
         self._lock = threading.Lock()
         self._hardware: Future | None = None
         # The sandboxes' containment on this host (the plan; each verdict carries what its sandbox applied).
-        from kernelsmith.evaluate import containment
+        from kernelsmith.evaluate.sandboxing import containment
 
         self.containment = containment.plan(device).summary()
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kernelsmith.evaluate import EvalOptions, EvalPool, EvalResult, Status
-from kernelsmith.evaluate.process import descendants
+from kernelsmith.evaluate.sandboxing.process import descendants
 from kernelsmith.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -254,7 +254,7 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _judge_pids() -> set[int]:
-    return {p for p in descendants(os.getpid()) if b"kernelsmith.evaluate.worker" in _cmdline(p)}
+    return {p for p in descendants(os.getpid()) if b"kernelsmith.evaluate.judging.worker" in _cmdline(p)}
 
 
 def _kill_pids(pids) -> None:

@@ -1,4 +1,4 @@
-"""The kernel breakdown of a verdict (kernelsmith/evaluate/breakdown.py) and the profile block of
+"""The kernel breakdown of a verdict (kernelsmith/evaluate/measuring/breakdown.py) and the profile block of
 the mutation prompt (kernelsmith/evolve/profile_block.py), on kernels recorded on the H200."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import RECORDED_TASKS, recorded_verdict
 
-from kernelsmith.evaluate.breakdown import short_name
+from kernelsmith.evaluate.measuring.breakdown import short_name
 from kernelsmith.evolve.config import PromptConfig
 from kernelsmith.evolve.profile_block import profile_parts
 from kernelsmith.evolve.program import Program

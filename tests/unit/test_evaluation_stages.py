@@ -1,4 +1,4 @@
-"""Stages of one evaluation (kernelsmith/evaluate/evaluation.py) driven by a fake judge and a fake
+"""Stages of one evaluation (kernelsmith/evaluate/judging/evaluation.py) driven by a fake judge and a fake
 sandbox handle: no sandbox process, no GPU, no Triton."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import types
 
 import pytest
 
-from kernelsmith.evaluate import containment
-from kernelsmith.evaluate.evaluation import Evaluation, _Verdict
+from kernelsmith.evaluate.judging.evaluation import Evaluation, _Verdict
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import Status
-from kernelsmith.evaluate.sandbox_handle import SandboxFailure
+from kernelsmith.evaluate.sandboxing import containment
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure
 from kernelsmith.evaluate.verdict import Flag
 
 TASK = """
@@ -116,8 +116,8 @@ def test_the_verdict_carries_the_base_facts_and_stages():
 
 
 def test_every_compiler_cache_of_a_sandbox_is_inside_its_scratch(tmp_path, monkeypatch):
-    from kernelsmith.evaluate.process import scrubbed_env
-    from kernelsmith.evaluate.sandbox_handle import sandbox_cache_env
+    from kernelsmith.evaluate.sandboxing.process import scrubbed_env
+    from kernelsmith.evaluate.sandboxing.sandbox_handle import sandbox_cache_env
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/torchinductor_root/triton/0")  # as the judge's torch.compile sets it
     env = scrubbed_env(sandbox_cache_env(tmp_path))
@@ -185,7 +185,7 @@ def test_a_built_message_without_a_build_is_a_protocol_error():
 def test_the_kernel_breakdown_comes_from_the_clean_window_when_there_is_one():
     from collections import Counter
 
-    from kernelsmith.evaluate.activity import Activity
+    from kernelsmith.evaluate.measuring.activity import Activity
 
     ev = _evaluation()
     ev.activity = Activity(kernels=Counter(k=5), kernel_ns=Counter(k=5 * 9_000_000), windows=5)  # slowed by the judge
@@ -293,13 +293,13 @@ class GraphJudge(FakeJudge):
         return [torch.zeros(2)], torch.tensor([float(seed % 1000), 1.0])
 
     def graph_batch_overhead(self, task, ref_out, calls, sets):
-        from kernelsmith.evaluate.activity import Activity
+        from kernelsmith.evaluate.measuring.activity import Activity
 
         self.graph_batch = (calls, sets)
         return 0.5, Activity()
 
     def batch_overhead(self, task, ref_out, calls):
-        from kernelsmith.evaluate.activity import Activity
+        from kernelsmith.evaluate.measuring.activity import Activity
 
         return 0.01, Activity()
 
@@ -340,7 +340,7 @@ class GraphSandbox(FakeSandbox):
 def _graph_evaluation(monkeypatch) -> Evaluation:
     import torch
 
-    from kernelsmith.evaluate import evaluation_timing
+    from kernelsmith.evaluate.judging import evaluation_timing
     from kernelsmith.evaluate.result import TimingStats
 
     monkeypatch.setattr(evaluation_timing, "make_inputs", lambda task, seed, device: [torch.zeros(2)])

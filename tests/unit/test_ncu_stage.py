@@ -1,4 +1,4 @@
-"""The counters stage (kernelsmith/evaluate/ncu_stage.py) against a stand-in `ncu` that replays
+"""The counters stage (kernelsmith/evaluate/profiling/ncu_stage.py) against a stand-in `ncu` that replays
 output recorded on the H200, or fails the ways ncu does: the report says what happened, within
 the stage's time limit, and the command never touches the GPU's clocks."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelsmith.evaluate import ncu_stage
 from kernelsmith.evaluate.counters import CountersReport, KernelCounters, merge_launches
+from kernelsmith.evaluate.profiling import ncu_stage
 
 RECORDED = Path(__file__).parents[1] / "cases/profiles/ncu_h200_2026-12-03.csv"
 TASK = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -98,9 +98,13 @@ def test_the_command_leaves_clocks_alone_and_profiles_one_window(tmp_path):
     cmd = ncu_stage.command("/opt/ncu", tmp_path, netns=False)
     joined = " ".join(cmd)
     assert "--clock-control none" in joined and "--profile-from-start off" in joined
-    assert "--cache-control all" in joined and cmd[-3:] == ["-m", "kernelsmith.evaluate.ncu_target", str(tmp_path)]
+    assert "--cache-control all" in joined and cmd[-3:] == [
+        "-m",
+        "kernelsmith.evaluate.profiling.ncu_target",
+        str(tmp_path),
+    ]
     wrapped = ncu_stage.command("/opt/ncu", tmp_path, netns=True)
-    assert wrapped[1:4] == ["-m", "kernelsmith.evaluate.ncu_stage", str(tmp_path)] and wrapped[4:] == cmd
+    assert wrapped[1:4] == ["-m", "kernelsmith.evaluate.profiling.ncu_stage", str(tmp_path)] and wrapped[4:] == cmd
 
 
 def test_launches_merge_per_kernel_heaviest_first():

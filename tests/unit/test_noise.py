@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelsmith.data.sft import required_gain
-from kernelsmith.evaluate.noise import METHOD_FLOOR, beyond_noise, relative_noise, speedup_noise
+from kernelsmith.evaluate.measuring.noise import METHOD_FLOOR, beyond_noise, relative_noise, speedup_noise
 from kernelsmith.evaluate.result import EvalResult, Status, TimingStats
 from kernelsmith.evolve.program import Program, best_of, improves_on, running_best
 
@@ -116,7 +116,7 @@ def test_sft_requires_a_gain_beyond_the_method_floors():
 
 
 def test_a_shared_reference_cancels_in_the_ratio_of_two_speedups():
-    from kernelsmith.evaluate.noise import pair_noise
+    from kernelsmith.evaluate.measuring.noise import pair_noise
 
     a = record(0.005, 0.01, method="cuda_graph")
     b = record(0.004, 0.01, method="cuda_graph")

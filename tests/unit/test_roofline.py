@@ -1,11 +1,11 @@
-"""kernelsmith.evaluate.roofline: the physical floor of a task against given ceilings."""
+"""kernelsmith.evaluate.measuring.roofline: the physical floor of a task against given ceilings."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelsmith.evaluate import roofline
+from kernelsmith.evaluate.measuring import roofline
 
 CEILINGS = {"bandwidth": 1e12, "flops": 1e15}  # 1 TB/s, 1 PFLOP/s
 

@@ -12,9 +12,9 @@ from concurrent.futures import Future
 import pytest
 
 from kernelsmith.candidate import Candidate
-from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.serve.service import EvalService, QueueFull, ResultCache, request_key
 
 OPTS = EvalOptions(device="cpu")

@@ -1,4 +1,4 @@
-"""kernelsmith.evaluate.timing: the timing harness, with a fake clock and fake CUDA events.
+"""kernelsmith.evaluate.measuring.timing: the timing harness, with a fake clock and fake CUDA events.
 
 The module binds its clock and CUDA event functions at import (`_perf_counter`, `_Event`,
 `_record`, `_elapsed`, `_synchronize`); the tests replace those names, so the CUDA path runs
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from kernelsmith.evaluate import timing
+from kernelsmith.evaluate.measuring import timing
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import TimingStats
 
@@ -269,7 +269,7 @@ def test_effective_timing_keeps_cuda_options_and_fixes_cpu_ones():
 
 # --- the graph method's reading of kernel timestamps ----------------------------------------------
 
-from kernelsmith.evaluate.activity import KernelSpan  # noqa: E402
+from kernelsmith.evaluate.measuring.activity import KernelSpan  # noqa: E402
 
 MARK = "mark_kernel"
 

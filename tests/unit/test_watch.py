@@ -1,4 +1,4 @@
-"""kernelsmith.evaluate.watch: the launch counter and new-thread detection.
+"""kernelsmith.evaluate.runner.watch: the launch counter and new-thread detection.
 
 LaunchCounter patches Triton's launchers and torch's extension loaders process-wide; each test
 first puts fakes in their place with monkeypatch, so the patches are undone after it and no
@@ -15,7 +15,7 @@ import torch.utils.cpp_extension as cpp
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from kernelsmith.evaluate import watch
+from kernelsmith.evaluate.runner import watch
 
 
 @pytest.fixture

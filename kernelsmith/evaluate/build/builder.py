@@ -1,4 +1,4 @@
-"""The builder: runs in a contained sandbox process (kernelsmith.evaluate.sandbox, job "build"),
+"""The builder: runs in a contained sandbox process (kernelsmith.evaluate.runner.sandbox, job "build"),
 builds one extension with torch's own `load_inline`, and never loads what it built, so no
 candidate code runs here: only the compiler, on the candidate's sources. The pool reads the
 library once this process is dead.

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelsmith.evaluate.baseline_cache import cache_dir
+from kernelsmith.evaluate.options import cache_dir
 
 ENTRY = "entry.json"
 MAX_LIBRARY = 512 * 2**20  # bytes; a larger "library" is not one

@@ -19,7 +19,7 @@ from kernelsmith.evaluate.build.cache import BuildCache
 from kernelsmith.evaluate.build.env import process_env
 from kernelsmith.evaluate.build.spec import build_key
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.sandbox_handle import SandboxFailure, SandboxHandle
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure, SandboxHandle
 
 START_LIMIT = 300.0  # seconds for a builder process to start (imports torch) on a busy host
 JOBS_PER_BUILD = 2  # compiler processes per build: load_inline compiles main.cpp and cuda.cu

@@ -1,7 +1,7 @@
 """Escape: signal other processes, beside an honest softmax.
 
 SIGKILLs every process whose command line holds KS_REDTEAM_VICTIM (a process of the user that
-the test started) and its own judge (the ancestor running kernelsmith.evaluate.worker), and sends
+the test started) and its own judge (the ancestor running kernelsmith.evaluate.judging.worker), and sends
 signal 0 (a permission check that kills nothing) to every other ancestor: the pool's process, the
 test runner. Raises with a report. Expected: all denied; the victim and the judge live on.
 """
@@ -77,7 +77,7 @@ def escape(report):
     for pid in victims:
         attempt(report, f"SIGKILL victim {pid}", lambda pid=pid: os.kill(pid, signal.SIGKILL))
     for pid in _ancestors():
-        if "kernelsmith.evaluate.worker" in _cmdline(pid):
+        if "kernelsmith.evaluate.judging.worker" in _cmdline(pid):
             attempt(report, f"SIGKILL judge {pid}", lambda pid=pid: os.kill(pid, signal.SIGKILL))
         else:
             attempt(report, f"signal 0 ancestor {pid}", lambda pid=pid: os.kill(pid, 0))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelsmith.evaluate.activity import Activity
+from kernelsmith.evaluate.measuring.activity import Activity
 from kernelsmith.evaluate.result import KernelRecord
 
 LIMIT = 40  # kernels kept in a verdict, heaviest first

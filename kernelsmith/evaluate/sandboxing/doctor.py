@@ -10,10 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsmith.evaluate import containment
-from kernelsmith.evaluate.baseline_cache import cache_dir
-from kernelsmith.evaluate.process import become_subreaper
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+import kernelsmith
+from kernelsmith.evaluate.options import cache_dir
+from kernelsmith.evaluate.sandboxing import containment
+from kernelsmith.evaluate.sandboxing.process import become_subreaper
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Checkup:
 
 def _targets() -> list[str]:
     """Places a candidate must not write: the package, the project, home, the caches."""
-    pkg = Path(__file__).resolve().parents[1]
+    pkg = Path(kernelsmith.__file__).resolve().parent
     dirs = [pkg, pkg / "evaluate", Path.cwd(), Path.home(), cache_dir()]
     seen, out = set(), []
     for d in dirs:

@@ -13,7 +13,7 @@ took less than bound / MARGIN - SLACK is flagged `timing_mismatch`, and the judg
 
 Two regimes. "eager": calls one by one from Python (the CPU, and forwards that cannot be captured in a
 CUDA graph); each call's host work bounds it, so below ~1 ms a forged time is left to the roofline.
-"graph" (kernelsmith.evaluate.graph_batch): thousands of calls replayed from one CUDA graph with
+"graph" (kernelsmith.evaluate.measuring.graph_batch): thousands of calls replayed from one CUDA graph with
 in-graph checksums, so the request/reply latency and the harness's work are a small part of the span
 and the bound holds from a few microseconds up.
 """

@@ -9,7 +9,7 @@ has connected. Landlock leaves TCP open: ncu's injection library talks to the nc
 loopback TCP; the network is closed instead by the network namespace the stage starts ncu in
 (where it may create one: root). The layers applied and their outcomes go to contained.json.
 
-    python -m kernelsmith.evaluate.ncu_target DIR   (DIR: task.py, candidate.py, spec.json)
+    python -m kernelsmith.evaluate.profiling.ncu_target DIR   (DIR: task.py, candidate.py, spec.json)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def _contain_early(layers: list[str], workdir: str) -> dict[str, str]:
-    from kernelsmith.evaluate import containment, landlock, procmask
+    from kernelsmith.evaluate.sandboxing import containment, landlock, procmask
 
     out: dict[str, str] = {}
     if "procmask" in layers:
@@ -47,8 +47,8 @@ def main() -> None:
 
     import torch
 
-    from kernelsmith.evaluate import containment
     from kernelsmith.evaluate.runtime import build_model, make_inputs
+    from kernelsmith.evaluate.sandboxing import containment
     from kernelsmith.task import load_module
 
     task = load_module((workdir / "task.py").read_text(), workdir / "task.py", "ks_profiled_task")

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from kernelsmith.evaluate.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.checks import checksum_weights, flat32, flatten_outputs
-from kernelsmith.evaluate.timing import Workload, capture_stream
+from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
+from kernelsmith.evaluate.measuring.timing import Workload, capture_stream
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize

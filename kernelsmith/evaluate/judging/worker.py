@@ -3,7 +3,7 @@
 It starts its first sandbox before importing torch, so the two warm up side by side and a
 one-off `kernelsmith eval` does not wait for them one after the other.
 
-    python -m kernelsmith.evaluate.worker --fd N --device cpu|cuda [--parent PID]
+    python -m kernelsmith.evaluate.judging.worker --fd N --device cpu|cuda [--parent PID]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelsmith.evaluate.process import become_subreaper, die_with_parent
 from kernelsmith.evaluate.protocol import Channel
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.process import become_subreaper, die_with_parent
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
     first = SandboxHandle(args.device, tmp)
 
-    from kernelsmith.evaluate.service import serve  # torch: seconds to import
+    from kernelsmith.evaluate.judging.service import serve  # torch: seconds to import
 
     serve(Channel(Connection(args.fd)), args.device, tmp, [first])
     sys.stdout.flush()

@@ -40,8 +40,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import kernelsmith
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate import isolation, landlock, procmask, seccomp
+from kernelsmith.evaluate.sandboxing import isolation, landlock, procmask, seccomp
 
 LAYERS = ("bwrap", "pidns", "uid", "procmask", "landlock", "seccomp")
 GUARANTEES = {
@@ -95,7 +96,7 @@ def _unreadable_by_others(paths: list[str]) -> str | None:
 def _environment_dirs() -> list[str]:
     import importlib.util
 
-    dirs = [sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1])]
+    dirs = [sys.prefix, sys.base_prefix, str(Path(kernelsmith.__file__).resolve().parent)]
     for name in ("torch", "triton"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:

@@ -4,7 +4,7 @@ It never runs candidate code. Per candidate it takes a warm sandbox process, ask
 and run the candidate on seeds it draws fresh, runs the reference itself on the same seeds, and
 compares what comes back. It also times the eager reference and torch.compile (cached).
 
-Started by kernelsmith.evaluate.worker.
+Started by kernelsmith.evaluate.judging.worker.
 """
 
 from __future__ import annotations
@@ -19,10 +19,6 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.evaluate import roofline
-from kernelsmith.evaluate.activity import Activity, ActivityRecorder, scaled
-from kernelsmith.evaluate.baseline_cache import BaselineCache
-from kernelsmith.evaluate.baselines import BaselineTimer
 from kernelsmith.evaluate.checks import (
     Comparison,
     checksum_weights,
@@ -33,11 +29,15 @@ from kernelsmith.evaluate.checks import (
     weighted_checksums,
 )
 from kernelsmith.evaluate.counters import CountersReport
+from kernelsmith.evaluate.measuring import roofline
+from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, scaled
+from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
+from kernelsmith.evaluate.measuring.baselines import BaselineTimer
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.process import kill_strays
 from kernelsmith.evaluate.protocol import ProtocolError, decode_tensor
 from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, synchronize
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.process import kill_strays
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 from kernelsmith.task import load_module
 
 
@@ -129,7 +129,7 @@ class Judge:
         return out
 
     def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
-        """The reference's and torch.compile's figures (kernelsmith.evaluate.baselines), with the
+        """The reference's and torch.compile's figures (kernelsmith.evaluate.measuring.baselines), with the
         task's bytes, FLOPs, the kernels (or aten ops) one reference call runs, and whether its output
         aliases an input; cached per task and GPU when steady."""
         return self.timer.measure(task, task_hash, model, opts, self.run_reference, self.settle)
@@ -181,7 +181,7 @@ class Judge:
         """The counters stage (ncu_stage.py), between evaluations: nothing else runs on this GPU."""
         if self.device != "cuda":
             return CountersReport(status="unsupported", message="hardware counters need a CUDA GPU and Nsight Compute")
-        from kernelsmith.evaluate import ncu_stage
+        from kernelsmith.evaluate.profiling import ncu_stage
 
         try:
             return ncu_stage.profile(req["task_source"], req["candidate_source"], float(req.get("timeout", 120.0)))
@@ -222,7 +222,7 @@ class Judge:
     def graph_batch_overhead(self, task, ref_out, calls: int, sets: int) -> tuple[float, Activity]:
         """The graph batch's own cost for one "go" (refills, weights, in-graph checksums, the copy
         back), measured here around a forward that launches nothing, and the kernels it runs."""
-        from kernelsmith.evaluate.graph_batch import harness_cost
+        from kernelsmith.evaluate.measuring.graph_batch import harness_cost
 
         return harness_cost(ref_out, lambda s: make_inputs(task, s, self.device), calls, sets, _seed(), self.device)
 

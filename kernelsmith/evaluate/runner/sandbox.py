@@ -5,7 +5,7 @@ candidate, build ModelNew, then run what the judge asks (correctness trials on s
 one timing run) and send outputs back as data. It never decides anything: the judge compares.
 One job per process, so whatever the candidate patched or left behind dies with it.
 
-Started through kernelsmith.evaluate.sandbox_start, which applies the containment layers that
+Started through kernelsmith.evaluate.runner.sandbox_start, which applies the containment layers that
 must come before torch is imported; the others are applied here once CUDA is up, before any
 candidate code exists.
 """
@@ -22,8 +22,6 @@ from pathlib import Path
 import torch
 import triton  # noqa: F401  (warm import; the interpreter flag is read from the environment)
 
-from kernelsmith.evaluate import containment, timing
-from kernelsmith.evaluate.activity import ActivityRecorder
 from kernelsmith.evaluate.build import hook as build_hook
 from kernelsmith.evaluate.build.errors import BuildError
 from kernelsmith.evaluate.checks import (
@@ -33,10 +31,13 @@ from kernelsmith.evaluate.checks import (
     plain_structure,
     weighted_checksums,
 )
+from kernelsmith.evaluate.measuring import timing
+from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
+from kernelsmith.evaluate.runner.watch import LaunchCounter, new_threads
 from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
-from kernelsmith.evaluate.watch import LaunchCounter, new_threads
+from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.task import load_module
 
 # Bound before any candidate code is imported: patching these names later changes nothing here.
@@ -138,7 +139,7 @@ class Sandbox:
         self.chan.send({"op": "ready", "pid": os.getpid(), "containment": self.contained, **info})
         job = self.chan.recv()
         if job.get("op") == "probe":  # kernelsmith doctor: try each escape from inside the containment
-            from kernelsmith.evaluate.escape_probe import probe
+            from kernelsmith.evaluate.runner.escape_probe import probe
 
             self.chan.send({"op": "probe", "results": probe(job)})
             return
@@ -243,7 +244,7 @@ class Sandbox:
         )
 
     def time(self, seed: int, opts: EvalOptions, graph: bool) -> bool:
-        """Both figures of forward (kernelsmith.evaluate.timing: device time in a CUDA graph, or per
+        """Both figures of forward (kernelsmith.evaluate.measuring.timing: device time in a CUDA graph, or per
         call when it cannot be captured; eager call time), every timed call on inputs refilled from a
         fresh seed the harness derives from `seed`; the last timed call's output goes to the judge."""
         try:
@@ -318,10 +319,10 @@ class Sandbox:
         return True
 
     def graph_batch(self, calls: int, sets: int) -> bool:
-        """Calls timed by the judge's clock as CUDA-graph replays (kernelsmith.evaluate.graph_batch):
+        """Calls timed by the judge's clock as CUDA-graph replays (kernelsmith.evaluate.measuring.graph_batch):
         captured and armed first; each "go" refills the sets, replays once and replies with every
         call's checksum; "record" replays once more under the profiler for the operator rule."""
-        from kernelsmith.evaluate.graph_batch import GraphBatch
+        from kernelsmith.evaluate.measuring.graph_batch import GraphBatch
 
         try:
             work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)

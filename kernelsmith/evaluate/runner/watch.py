@@ -2,7 +2,7 @@
 
 Launches are counted where they are made (Triton's launcher, calls into `load_inline`
 extensions): the CPU rule counts own kernels with it, and on CUDA it is the fallback when device
-activity cannot be recorded. What ran on the device is recorded by kernelsmith.evaluate.activity.
+activity cannot be recorded. What ran on the device is recorded by kernelsmith.evaluate.measuring.activity.
 Installed before the candidate is imported.
 """
 

@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelsmith.evaluate import containment
 from kernelsmith.evaluate.counters import (
     DEFAULT_TIMEOUT,
     METRICS,
@@ -36,8 +35,9 @@ from kernelsmith.evaluate.counters import (
     ncu_path,
     parse_ncu_csv,
 )
-from kernelsmith.evaluate.process import kill_tree, scrubbed_env
-from kernelsmith.evaluate.sandbox_handle import sandbox_cache_env
+from kernelsmith.evaluate.sandboxing import containment
+from kernelsmith.evaluate.sandboxing.process import kill_tree, scrubbed_env
+from kernelsmith.evaluate.sandboxing.sandbox_handle import sandbox_cache_env
 
 KEEP = 3  # kernels a report keeps (heaviest first)
 MAX_LAUNCHES = 24  # kernel launches profiled in the one forward call
@@ -73,10 +73,10 @@ def command(ncu: str, workdir: Path, netns: bool) -> list[str]:
         ",".join(METRICS),
         sys.executable,
         "-m",
-        "kernelsmith.evaluate.ncu_target",
+        "kernelsmith.evaluate.profiling.ncu_target",
         str(workdir),
     ]
-    return [sys.executable, "-m", "kernelsmith.evaluate.ncu_stage", str(workdir), *cmd] if netns else cmd
+    return [sys.executable, "-m", "kernelsmith.evaluate.profiling.ncu_stage", str(workdir), *cmd] if netns else cmd
 
 
 def _why(output: str, returncode: int) -> str:

@@ -1,7 +1,7 @@
 """The timing stages of one evaluation, in the judge: the sandbox's own timing run (both figures), the
 calls timed by the judge's clock, and the verdict's times and speedups (docs/verdict.md, "Times").
 
-A mixin of kernelsmith.evaluate.evaluation.Evaluation, whose state it reads (the judge, the options,
+A mixin of kernelsmith.evaluate.judging.evaluation.Evaluation, whose state it reads (the judge, the options,
 the baselines, the flags); kept apart so that each file holds one concern.
 """
 
@@ -12,19 +12,19 @@ import time
 import types
 from typing import TYPE_CHECKING, Any
 
-from kernelsmith.evaluate import judge_clock, roofline
-from kernelsmith.evaluate.activity import Activity
-from kernelsmith.evaluate.breakdown import kernel_breakdown
 from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs
+from kernelsmith.evaluate.measuring import judge_clock, roofline
+from kernelsmith.evaluate.measuring.activity import Activity
+from kernelsmith.evaluate.measuring.breakdown import kernel_breakdown
 from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import EvalResult, JudgeTiming, Status, TimingStats
 from kernelsmith.evaluate.runtime import make_inputs
 from kernelsmith.evaluate.verdict import Flag
 
 if TYPE_CHECKING:
-    from kernelsmith.evaluate.judge import Judge
+    from kernelsmith.evaluate.judging.judge import Judge
     from kernelsmith.evaluate.options import EvalOptions
-    from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+    from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 # What `speedup` compares, by the candidate's method (docs/verdict.md).
 BASIS = {"cuda_graph": "device_time", "cuda_events_sync": "synced_call", "cpu_wall": "cpu_wall"}
@@ -57,7 +57,7 @@ class Timed:
 class TimingStages:
     """The timing stages; see the module's docstring. Raises _Verdict to end an evaluation."""
 
-    # The evaluation's state (kernelsmith.evaluate.evaluation.Evaluation sets these).
+    # The evaluation's state (kernelsmith.evaluate.judging.evaluation.Evaluation sets these).
     j: Judge
     opts: EvalOptions
     task: types.ModuleType

@@ -1,6 +1,6 @@
 """A judge process's request loop: evaluate, hardware, profile, until its pool goes away.
 
-Started by kernelsmith.evaluate.worker. Kept apart from the judge (warm state) and the evaluation
+Started by kernelsmith.evaluate.judging.worker. Kept apart from the judge (warm state) and the evaluation
 (one candidate's stages), which this is the one place to join.
 """
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsmith.evaluate.containment import ContainmentError
-from kernelsmith.evaluate.evaluation import Evaluation
-from kernelsmith.evaluate.judge import Judge, TaskLoadError
+from kernelsmith.evaluate.judging.evaluation import Evaluation
+from kernelsmith.evaluate.judging.judge import Judge, TaskLoadError
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.runtime import excerpt
-from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.containment import ContainmentError
+from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
 
 def evaluate(judge: Judge, req: dict) -> dict:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import kernelsmith
+
 if TYPE_CHECKING:  # imported where used: a judge starts its first sandbox without waiting for psutil
     import psutil
 
@@ -30,7 +32,7 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     # The package must import in the child even when it is run from a source checkout.
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(kernelsmith.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env
 

@@ -11,9 +11,16 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelsmith.evaluate import containment, isolation
-from kernelsmith.evaluate.process import describe_exit, kill_tree, kill_uid, scrubbed_env, spawn_python, tree_rss
 from kernelsmith.evaluate.protocol import Channel, ProtocolError
+from kernelsmith.evaluate.sandboxing import containment, isolation
+from kernelsmith.evaluate.sandboxing.process import (
+    describe_exit,
+    kill_tree,
+    kill_uid,
+    scrubbed_env,
+    spawn_python,
+    tree_rss,
+)
 
 
 class SandboxFailure(Exception):
@@ -70,7 +77,7 @@ class SandboxHandle:
         )
         with open(self.log_path, "wb") as log:
             self.proc = spawn_python(
-                "kernelsmith.evaluate.sandbox_start",
+                "kernelsmith.evaluate.runner.sandbox_start",
                 args,
                 env=env,
                 pass_fds=[child.fileno()],

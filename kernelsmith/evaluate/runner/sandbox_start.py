@@ -4,7 +4,7 @@ Landlock binds the calling thread and the threads it starts later, so it is appl
 torch is imported (importing torch starts a thread). The other layers bind every thread and
 come after CUDA is up (sandbox.py).
 
-    python -m kernelsmith.evaluate.sandbox_start --fd N --device cpu|cuda [--layers L,..] [--uid U]
+    python -m kernelsmith.evaluate.runner.sandbox_start --fd N --device cpu|cuda [--layers L,..] [--uid U]
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ def main() -> None:
     args = ap.parse_args()
     layers = [n for n in args.layers.split(",") if n]
 
-    from kernelsmith.evaluate.containment import apply_early, enter_pid_namespace  # standard library only
+    from kernelsmith.evaluate.sandboxing.containment import apply_early, enter_pid_namespace  # standard library only
 
     early = {"pidns": enter_pid_namespace(args.fd)} if "pidns" in layers else {}
     early.update(apply_early(layers, os.getcwd(), args.device))
 
-    from kernelsmith.evaluate import sandbox  # torch, triton
+    from kernelsmith.evaluate.runner import sandbox  # torch, triton
 
     sandbox.main(args.fd, args.device, layers, args.uid, early)
 

@@ -9,26 +9,17 @@ byte-identical. `kernelsmith cache` lists and clears entries.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelsmith.evaluate.options import cache_dir
 from kernelsmith.evaluate.result import TimingStats
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, gpu TEXT, torch TEXT,"
     " task_hash TEXT, payload TEXT, created REAL DEFAULT (julianday('now')))"
 )
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("KERNELSMITH_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelsmith"
-    )
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)  # the folder holds logs and builds too
-    return path
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import secrets
 
 import torch
 
-from kernelsmith.evaluate import roofline, timing
-from kernelsmith.evaluate.activity import ActivityRecorder
-from kernelsmith.evaluate.baseline_cache import BaselineCache
 from kernelsmith.evaluate.checks import flatten_outputs
+from kernelsmith.evaluate.measuring import roofline, timing
+from kernelsmith.evaluate.measuring.activity import ActivityRecorder
+from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import TimingStats
 from kernelsmith.evaluate.runtime import make_inputs
