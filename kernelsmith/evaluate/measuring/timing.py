@@ -58,9 +58,6 @@ EAGER_ROUNDS = 3
 EAGER_CALLS = (2, 1000)
 EAGER_WINDOW_MS = 20.0
 CPU_EAGER_CALLS = 2
-# A kernel whose start precedes its window's opening mark by less than this still belongs to it
-# (the device's timestamps are ~1 us granular).
-SPAN_SLACK_NS = 1000
 
 
 class L2Flusher:
