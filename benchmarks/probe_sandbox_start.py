@@ -30,7 +30,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import torch, triton
 t1 = time.perf_counter()
-from kernelsmith.evaluate.activity import ActivityRecorder
+from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 t2 = time.perf_counter()
 inductor_before = "torch._inductor" in sys.modules
 with ActivityRecorder(sys.argv[1]) as rec:
@@ -63,7 +63,7 @@ def first_windows(device: str, n: int) -> None:
 
 
 def sandbox_starts(device: str, n: int) -> None:
-    from kernelsmith.evaluate.sandbox_handle import SandboxHandle
+    from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 
     logdir = Path(tempfile.mkdtemp(prefix="ks-probe-start-"))
     starts = []

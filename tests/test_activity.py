@@ -151,7 +151,7 @@ def test_the_first_window_does_not_import_inductor():
     start on the CPU machine, docs/benchmarks.md); the recorder's session must not."""
     code = (
         "import sys, torch, triton\n"
-        "from kernelsmith.evaluate.activity import ActivityRecorder\n"
+        "from kernelsmith.evaluate.measuring.activity import ActivityRecorder\n"
         "with ActivityRecorder('cpu') as rec:\n"
         "    torch.ones(2).add_(1)\n"
         "assert rec.activity.ops['add_'] == 1 and not rec.activity.tampered, rec.activity\n"
