@@ -326,3 +326,23 @@ def test_timing_stats_carry_their_method_and_spread():
     assert (s.method, s.calls, s.spread, s.reps) == ("cuda_graph", 50, 4.0, 3)
     old = TimingStats(median_ms=1, mean_ms=1, min_ms=1, max_ms=1, std_ms=0, reps=3)  # stored before methods
     assert old.method is None and old.calls == 1
+
+
+def test_cpu_calls_are_timed_on_one_thread_and_the_setting_is_restored():
+    """Issue 40 item 3: with a thread per core, a CPU call's time follows the machine's other load
+    (a 0.07 ms layer norm measured 7.7 ms while another core was busy): both sides time on one thread."""
+    import torch
+
+    seen = []
+
+    def forward(inputs):
+        seen.append(torch.get_num_threads())
+        return inputs[0] + 1
+
+    before = torch.get_num_threads()
+    work = timing.Workload(forward, lambda seed: [torch.full((4,), float(seed))])
+    m = timing.measure(work, EvalOptions(device="cpu"), 10)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == before
+    assert m.device.method == "cpu_wall" and m.eager.method == "cpu_eager"
+    assert m.last_seed == 10 + m.device.reps and torch.equal(m.last_output, torch.full((4,), 14.0))

@@ -14,7 +14,8 @@ Each timed forward gets two figures (docs/verdict.md, "Times"):
 * Eager call time: what an eager PyTorch caller pays, launch overhead included: `m` calls back to
   back on rotating input sets, CUDA events around them, per call (`eager_stream`).
 
-CPU: wall clock per call (`cpu_wall`) and back to back (`cpu_eager`), few calls: relative only.
+CPU: wall clock per call (`cpu_wall`) and back to back (`cpu_eager`), few calls, one intra-op thread
+(so that the machine's other load does not set the time): relative only.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -45,6 +47,8 @@ _Stream = torch.cuda.Stream
 _stream = torch.cuda.stream
 _current_stream = torch.cuda.current_stream
 _copy = torch.Tensor.copy_
+_get_num_threads = torch.get_num_threads
+_set_num_threads = torch.set_num_threads
 
 FLUSH_BYTES = 256 * 2**20  # more than twice the L2 of any current GPU (H100/H200: 50 MB)
 # The graph: `n` calls per replay, at least GRAPH_CALLS[0] and at most [1], sized so a replay's calls
@@ -319,6 +323,19 @@ def _synced(work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int, est_
     return stats, last["out"], seed + stats.reps, rec.activity, inputs
 
 
+@contextmanager
+def one_thread():
+    """CPU: time with one intra-op thread. torch's default, a thread per core, makes a call's time
+    depend on what else the machine runs (a 0.07 ms layer norm took 7.7 ms with two threads while
+    another core was busy); one thread for the reference and the candidate alike does not."""
+    before = _get_num_threads()
+    _set_num_threads(1)
+    try:
+        yield
+    finally:
+        _set_num_threads(before)
+
+
 def synced(work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int) -> TimingStats:
     """The per-call synced figure alone (a baseline keeps it beside its graph figure)."""
     return _synced(work, opts, flush, seed, None)[0]
@@ -336,9 +353,11 @@ def measure(
     only (the reference could not be captured, so its candidates are timed like it). `keep(out)` takes
     the last timed call's output before the eager calls run (a forward may return one buffer every call)."""
     if opts.device != "cuda":
-        stats, last, last_seed, window, inputs = _synced(work, opts, L2Flusher("cpu"), seed, None)
-        last = keep(last)
-        return Measurement(stats, _eager_cpu(work, inputs), last, last_seed, window=window)
+        with one_thread():
+            stats, last, last_seed, window, inputs = _synced(work, opts, L2Flusher("cpu"), seed, None)
+            last = keep(last)
+            eager = _eager_cpu(work, inputs)
+        return Measurement(stats, eager, last, last_seed, window=window)
     flush = flush or L2Flusher("cuda", cold=opts.l2 == "cold")
     warm_set = work.make(seed)
     est = warm_up(lambda: work.forward(warm_set), opts, flush)
