@@ -100,7 +100,7 @@ def test_a_resumed_run_shows_its_stored_progress(cpu_pool, tmp_path):
         done, correct, best = stored()
         assert done == expect_done and view.progress.tasks[0].completed == done
         assert view.counts["correct"] == correct and sum(view.counts.values()) == done + 1
-        assert view.best.startswith(f"{best.speedup:.3g}x vs eager") and f"(program #{best.id}," in view.best
+        assert view.best.startswith(f"{best.speedup:.3g}x vs the reference") and f"(program #{best.id}," in view.best
         assert f"{done}/{iterations}" in text and f"correct {correct}" in text, text
         assert f"best so far: {best.speedup:.3g}x" in text, text
         assert any(line.startswith("resuming: 2/") and "3 correct programs" in line for line in lines), lines

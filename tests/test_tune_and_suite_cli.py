@@ -161,3 +161,13 @@ def test_evolve_suite_with_the_tuner_resumes_and_reports(tmp_path):
     again = last_json(ks(*args[:-5], "--iterations", "3", "--device", "cpu", "--small", "--json"))
     assert again["tasks"] == 3
     assert json.loads((runs / "row_sum" / "summary.json").read_text())["iterations_done"] == 3
+
+
+def test_a_quiet_run_still_says_where_its_results_went(tmp_path):
+    """Issue 40: `evolve --quiet` printed nothing at all, not even where best.py went."""
+    run = tmp_path / "run"
+    seed = REPO / "examples" / "suite_seeds" / "softmax.py"
+    args = ["evolve", SUITE / "softmax.py", "--seed", seed, "--mutator", "tune", "--iterations", "0", "--small"]
+    p = ks(*args, "--device", "cpu", "--run-dir", run, "--quiet", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines() == [f"best: {run / 'best.py'}; summary: {run / 'summary.json'}"]

@@ -80,7 +80,7 @@ def evolve_cmd(
     eval_backend: EvalBackendKind | None = EVAL_BACKEND,
     ray_address: str | None = RAY_ADDRESS,
     eval_url: str | None = EVAL_URL,
-    quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress lines: only where best.py and the summary went"),
     json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
 ) -> None:
     """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
@@ -121,3 +121,7 @@ def evolve_cmd(
         import json
 
         sys.stdout.write(json.dumps(summary) + "\n")
+    elif quiet:  # no progress, but where the results went
+        best = summary.get("best")
+        where = f"best: {run_dir / 'best.py'}" if best else "no correct program"
+        console.print(escape(f"{where}; summary: {run_dir / 'summary.json'}"), highlight=False, soft_wrap=True)

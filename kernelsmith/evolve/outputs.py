@@ -50,7 +50,7 @@ def write_best(run_dir: Path, best: Program, task: Task) -> Path:
     """The best program as a standalone candidate file, with a comment saying where it came from."""
     desc = f"program {best.id} (iteration {best.iteration}, {best.operator})"
     if best.speedup is not None:
-        desc += f", {best.speedup:.3g}x vs eager"
+        desc += f", {best.speedup:.3g}x vs the reference"
     if best.speedup_vs_compile is not None:
         desc += f", {best.speedup_vs_compile:.3g}x vs torch.compile"
     path = run_dir / "best.py"

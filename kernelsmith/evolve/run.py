@@ -80,7 +80,7 @@ def best_text(e: Event | Resumed) -> str | None:
     if e.best is None or e.best.speedup is None:
         return None
     compiled = f", {e.best.speedup_vs_compile:.3g}x vs torch.compile" if e.best.speedup_vs_compile else ""
-    return f"{e.best.speedup:.3g}x vs eager{compiled} (program #{e.best.id}, iteration {e.best.iteration})"
+    return f"{e.best.speedup:.3g}x vs the reference{compiled} (program #{e.best.id}, iteration {e.best.iteration})"
 
 
 ReportWriter = Callable[[Path], Path]  # run directory -> the report it wrote (the CLI passes report's writer)
@@ -191,7 +191,7 @@ def run_evolve(
         )
     )
     if best:
-        speed = f"{best['speedup']:.3g}x vs eager" if best["speedup"] is not None else "correct"
+        speed = f"{best['speedup']:.3g}x vs the reference" if best["speedup"] is not None else "correct"
         say(f"best: program {best['program_id']} ({speed}) -> {Path(run_dir) / 'best.py'}")
     else:
         say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")
