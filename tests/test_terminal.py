@@ -50,9 +50,11 @@ def test_evolve_progress_quiet_and_runs_listing(tmp_path):
     again = ks("report", runs / "elementwise", "--out", tmp_path / "again.html")
     assert again.returncode == 0 and (tmp_path / "again.html").read_text().startswith("<!DOCTYPE html>")
     assert ks("report", tmp_path / "nowhere").returncode == 2
-    # --quiet: nothing on stdout (the run resumes and has nothing left to do)
+    # --quiet: no progress, only where the results are (the run resumes and has nothing left to do)
     quiet = ks(*args, "--iterations", "2", "--quiet")
-    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout
+    run = runs / "elementwise"
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.splitlines() == [f"best: {run / 'best.py'}; summary: {run / 'summary.json'}"], quiet.stdout
     listing = ks("runs", runs)
     assert listing.returncode == 0 and "elementwise_task" in listing.stdout
     rows = json.loads(ks("runs", runs, "--json").stdout.strip().splitlines()[-1])
