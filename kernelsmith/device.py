@@ -19,3 +19,9 @@ CPU_SPEEDUP_NOTE = "a CPU figure (Triton runs interpreted there): relative only,
 
 # What every command says to --device cuda on a machine without a visible GPU (one line, exit 2).
 NO_CUDA_GPU = "--device cuda: no CUDA GPU is visible here; use --device cpu"
+
+# Kineto (torch's profiler backend, which the evaluator and capture open) prints a "USDT: ...
+# profiler_start / profiler_stop" line to stderr for every window from level 4 up; 6 keeps stderr
+# for what the user needs to read. Set where a process starts (the CLI, the judge and sandbox
+# processes), never over a value the user set.
+KINETO_QUIET = {"KINETO_LOG_LEVEL": "6"}

@@ -315,3 +315,10 @@ def test_cache_lists_and_clears_baselines(tmp_path, monkeypatch):
     assert [r for r in ks("cache", "list", "--json").stdout.splitlines()] == []
     cache.put("k", "g", "t", "cccc", {"reference": ref})
     assert "removed 1 entry" in ks("cache", "clear", "--all").stdout
+
+
+def test_no_profiler_chatter_on_stderr(tmp_path):
+    """Issue 40: every profiler window printed 'USDT: ... profiler_start' / 'profiler_stop' lines."""
+    p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
+    assert p.returncode == 0, p.stderr
+    assert "USDT" not in p.stderr and "profiler_start" not in p.stderr, p.stderr

@@ -4,6 +4,7 @@ they share."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -20,6 +21,7 @@ from kernelsmith.cli.seed import seed_cmd
 from kernelsmith.cli.serve import serve_cmd
 from kernelsmith.cli.suite import bench_cmd, evolve_suite_cmd
 from kernelsmith.cli.train import train_app
+from kernelsmith.device import KINETO_QUIET
 from kernelsmith.errors import UserError
 
 # -h as well as --help; every subcommand inherits it from this context.
@@ -73,6 +75,8 @@ app.add_typer(cache_app, name="cache", help="The baseline cache: list the refere
 def main() -> None:
     """Run the app; a usage error (bad flag, bad choice, missing argument) is one `error:` line and
     exit 2, like every other error the user can cause, not click's or rich's box."""
+    for name, value in KINETO_QUIET.items():
+        os.environ.setdefault(name, value)
     try:  # typer vendors click from 0.2x on: its exceptions are not the `click` package's
         from typer._click import exceptions as click
     except ImportError:

@@ -113,6 +113,9 @@ def evolve_cmd(
         summary = _search(
             t, task, seed_code, cfg, run_dir, mutator.value, inductor_seed and not small, quiet or json_out
         )
+        if quiet and not json_out:  # no progress, but where the results went
+            where = f"best: {run_dir / 'best.py'}" if summary.get("best") else "no correct program"
+            console.print(escape(f"{where}; summary: {run_dir / 'summary.json'}"), highlight=False, soft_wrap=True)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -121,7 +124,3 @@ def evolve_cmd(
         import json
 
         sys.stdout.write(json.dumps(summary) + "\n")
-    elif quiet:  # no progress, but where the results went
-        best = summary.get("best")
-        where = f"best: {run_dir / 'best.py'}" if best else "no correct program"
-        console.print(escape(f"{where}; summary: {run_dir / 'summary.json'}"), highlight=False, soft_wrap=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import kernelsmith
+from kernelsmith.device import KINETO_QUIET
 
 if TYPE_CHECKING:  # imported where used: a judge starts its first sandbox without waiting for psutil
     import psutil
@@ -31,6 +32,8 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.update(extra or {})
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for name, value in KINETO_QUIET.items():  # no profiler chatter in sandbox and judge logs
+        env.setdefault(name, value)
     # The package must import in the child even when it is run from a source checkout.
     root = str(Path(kernelsmith.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
