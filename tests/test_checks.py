@@ -298,3 +298,36 @@ def test_max_errors_reported_on_success():
     assert c.ok
     assert math.isclose(c.max_abs_err, 2e-4, rel_tol=1e-2)
     assert math.isclose(c.max_rel_err, 5e-5, rel_tol=1e-2)
+
+
+def test_the_precision_rule_gives_a_second_look_only_to_what_is_closer_to_float64():
+    """Issue 41: beyond the flat tolerance, an output whose error against a float64 run is within 4x the
+    eager reference's own is correct; a low-precision one, a NaN, or a wrong element is not."""
+    import torch
+
+    from kernelsmith.evaluate.checks import compare_outputs, within_reference_error
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 256)
+
+    def steps(t):
+        for _ in range(16):
+            t = t * 1.01 + 0.01
+        return t
+
+    eager, exact = steps(x.bfloat16()), steps(x.double())
+    fused = steps(x.float()).bfloat16()  # rounds once
+    assert not compare_outputs([eager], [fused], None, None).ok  # the flat rule alone: "incorrect"
+    c = compare_outputs([eager], [fused], None, None, precise=lambda: [exact])
+    assert c.ok and "within 4x, so correct" in (c.message or "")
+    wrong = fused.clone()
+    wrong[3, 7] += 4.0  # one element really off
+    c = compare_outputs([eager], [wrong], None, None, precise=lambda: [exact])
+    assert not c.ok and "more than 4x" in (c.message or "")
+    nan = fused.clone()
+    nan[0, 0] = float("nan")
+    assert not within_reference_error(eager, nan, exact)[0]
+    assert not compare_outputs([eager], [wrong], None, None, precise=lambda: None).ok  # no float64 run: flat rule
+    eager32, exact32 = steps(x), steps(x.double())
+    low = steps(x.bfloat16().float())  # float32 task, bf16 inputs on purpose
+    assert not compare_outputs([eager32], [low], None, None, precise=lambda: [exact32]).ok

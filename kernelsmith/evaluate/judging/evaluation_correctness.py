@@ -9,8 +9,10 @@ evaluation_timing.py holds the timing stages.
 
 from __future__ import annotations
 
+import copy
 import time
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -57,9 +59,26 @@ class CorrectnessStages:
     degenerate: bool
     err_l2: list[float]
     own_names: set[str]
+    _precise_model: Any = None  # a float64 copy of Model (False: none could be made)
 
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         raise NotImplementedError
+
+    def precise(self, seed: int) -> Callable[[], list | None]:
+        """The precision rule's float64 run of the reference on the inputs of `seed`, asked for only
+        when an output is beyond the flat tolerance; the float64 copy of Model is made once."""
+
+        def run() -> list | None:
+            if self._precise_model is None:
+                try:
+                    self._precise_model = copy.deepcopy(self.ref_model).to(torch.float64)
+                except Exception:  # a Model that cannot be copied or converted: no precision rule
+                    self._precise_model = False
+            if self._precise_model is False:
+                return None
+            return self.j.precise_reference(self._precise_model, self.task, seed)
+
+        return run
 
     def _correctness(self, sb: SandboxHandle) -> None:
         """Every trial on fresh inputs; the operator rule over what they ran."""
@@ -98,7 +117,7 @@ class CorrectnessStages:
         self._operators(act, f"trial {i + 1}", int(msg.get("launches", 0)), calls=1)
         self._stream_order(act, f"trial {i + 1}")
         self.activity.add(act)
-        cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate)
+        cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate, precise=self.precise(seed))
         sb.send({"op": "ack"})
         if (cmp.mismatched or 0.0) > 0.5 and _has_parameters(self.ref_model):
             cmp.message = f"{cmp.message}; {WEIGHTS_HINT}"

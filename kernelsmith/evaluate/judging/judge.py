@@ -15,6 +15,7 @@ import secrets
 import shutil
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -123,6 +124,22 @@ class Judge:
         except Exception as exc:
             raise TaskLoadError(f"the task's reference failed: {type(exc).__name__}: {exc}") from None
 
+    def precise_reference(self, model, task, seed: int) -> list | None:
+        """The reference's outputs on the inputs of `seed`, computed in float64 (`model` is a float64
+        copy of the task's Model: Evaluation.precise_model), as flat leaves; None where the Model
+        cannot run in float64 (an op without a float64 kernel, a dtype fixed inside forward)."""
+        try:
+            inputs = [
+                x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                for x in make_inputs(task, seed, self.device)
+            ]
+            with torch.no_grad():
+                out = model(*inputs)
+            synchronize(self.device)
+        except Exception:  # the precision rule does not apply; the flat tolerance decides alone
+            return None
+        return [x.to(torch.float64) if isinstance(x, torch.Tensor) else x for x in flatten_outputs(out)]
+
     def forward(self, model, inputs):
         out = self.forward_nosync(model, inputs)
         synchronize(self.device)
@@ -227,14 +244,22 @@ class Judge:
         return harness_cost(ref_out, lambda s: make_inputs(task, s, self.device), calls, sets, _seed(), self.device)
 
     def check(
-        self, msg: dict, ref_out, ref_inputs: list | None, opts: EvalOptions, check_l2: bool = False
+        self,
+        msg: dict,
+        ref_out,
+        ref_inputs: list | None,
+        opts: EvalOptions,
+        check_l2: bool = False,
+        precise: Callable[[], list | None] | None = None,
     ) -> Comparison:
+        """The sandbox's outputs against the reference's (checks.compare_outputs; `precise`: the
+        reference's float64 outputs on the same inputs, for the precision rule), then its inputs."""
         wrong_shape = structure_mismatch(output_structure(ref_out), msg.get("structure"))
         if wrong_shape:
             return Comparison(False, message=wrong_shape)
         got = _decode_leaves(msg.get("outputs", []))
         ref_leaves = flatten_outputs(ref_out)
-        cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol, check_l2=check_l2)
+        cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol, check_l2=check_l2, precise=precise)
         if cmp.ok and ref_inputs is not None:
             got_inputs = _decode_leaves(msg.get("inputs", []))
             if len(got_inputs) != len(ref_inputs):
