@@ -26,7 +26,8 @@ KB = REPO / "benchmarks/kernelbench"
 SMALL = REPO / "examples/softmax/task.py"
 LARGE = RED / "tasks/softmax_large_task.py"
 HONEST_SOFTMAX = REPO / "examples/softmax/triton_softmax.py"
-SIDE_JOINED = REPO / "tests/cases/side_stream_joined.py"
+CASES = REPO / "tests/cases"
+SIDE_JOINED = CASES / "side_stream_joined.py"
 MAX_HONEST_SPEEDUP = 5.0
 
 
@@ -79,6 +80,11 @@ REDTEAM = [
     red("kernel_defined_never_launched", flags=("no_custom_kernel",)),
     red("try_except_fallback", flags=("no_custom_kernel",)),
     red("thread_left_running", flags=("background_thread",)),
+    # the precision rule (issue 41): a bf16 kernel that rounds once passes, bf16 on purpose does not
+    Case(
+        "fused bf16 rounds once (honest)", CASES / "precision_fused_triton.py", CASES / "precision_bf16_task.py", True
+    ),
+    Case("bf16 inputs on purpose", CASES / "precision_low_on_purpose.py", CASES / "precision_fp32_task.py", False),
 ]
 
 
