@@ -71,7 +71,7 @@ def encode_tensor(t) -> dict:
     import torch
 
     dtype = str(t.dtype).removeprefix("torch.")
-    if t.is_cuda:
+    if t.is_cuda and t.numel():  # an empty CUDA tensor has no memory to share (its IPC handle is None)
         from torch.multiprocessing.reductions import reduce_tensor
 
         t = t.detach()
@@ -94,8 +94,10 @@ def encode_tensor(t) -> dict:
             "event_handle": a[13],
             "event_sync": bool(a[14]),
         }
+    if not t.numel():  # nothing to copy, wherever it lives: shape and dtype are the whole message
+        return {"kind": "cpu", "dtype": dtype, "shape": list(t.shape), "data": b""}
     flat = t.detach().contiguous().reshape(-1)
-    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    data = flat.view(torch.uint8).numpy().tobytes()
     return {"kind": "cpu", "dtype": dtype, "shape": list(t.shape), "data": data}
 
 
