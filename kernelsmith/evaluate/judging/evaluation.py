@@ -132,6 +132,7 @@ class Evaluation(CorrectnessStages, TimingStages):
             sb.close()
             kill_strays({s.proc.pid for s in j.spares})
             j.top_up_spares(1)
+            j.warm_spares()  # their GPU warm-up now, between evaluations
 
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         """The sandbox's next answer. A build it runs itself (load_inline on sources only known at

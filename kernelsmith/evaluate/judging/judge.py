@@ -80,6 +80,8 @@ class Judge:
         else:
             self.gpu_name = f"cpu:{platform.processor() or platform.machine()}"
         self.torch_version = str(torch.__version__)
+        # Spares' GPU warm-up held until the judge's word (see settle), where the host has cores to spare.
+        self.overlap = device == "cuda" and (os.cpu_count() or 1) >= 4 and os.environ.get("KERNELSMITH_SETTLE") != "all"
         self.cache = BaselineCache()
         self.timer = BaselineTimer(device, self.gpu_name, self.torch_version, self.forward_nosync, self.cache)
         self._ceilings: dict | None = None
@@ -114,7 +116,12 @@ class Judge:
 
     def top_up_spares(self, n: int) -> None:
         while len(self.spares) < n:
-            self.spares.append(SandboxHandle(self.device, self.tmp))
+            self.spares.append(SandboxHandle(self.device, self.tmp, hold_warm_up=self.overlap))
+
+    def warm_spares(self) -> None:
+        """The word to warm up, given to every spare: between evaluations, when nothing is timed."""
+        for sb in self.spares:
+            sb.warm()
 
     def run_reference(self, task, model, seed: int) -> tuple[list, object]:
         """Inputs for `seed` and the reference's output on them; the task's own failure is no verdict."""
@@ -152,10 +159,13 @@ class Judge:
         return self.timer.measure(task, task_hash, model, opts, self.run_reference, self.settle)
 
     def settle(self) -> None:
-        """Wait until the spare sandboxes have finished starting: a sandbox importing torch beside a
-        timed call slows it (on the 2-core CPU a 0.03 ms reference measured 7 ms while one started)."""
+        """Wait until no spare sandbox is warming up beside what is timed next. With `overlap` (a GPU
+        host of 4 cores or more) a spare may import torch beside a timed call, but its GPU warm-up
+        waits for the word, so only spares told to warm are waited for; otherwise every spare
+        finishes starting first (on the 2-core CPU a 0.03 ms reference measured 7 ms while one
+        started). KERNELSMITH_SETTLE=all: always the latter."""
         deadline = time.monotonic() + self.SANDBOX_START_LIMIT
-        for sb in list(self.spares):
+        for sb in [s for s in self.spares if s.warming or not self.overlap]:
             try:
                 sb.wait_ready(deadline)
             except Exception:  # a spare that failed to start is replaced when it is taken
@@ -200,6 +210,7 @@ class Judge:
             return CountersReport(status="unsupported", message="hardware counters need a CUDA GPU and Nsight Compute")
         from kernelsmith.evaluate.profiling import ncu_stage
 
+        self.settle()  # nothing else on the GPU while Nsight Compute replays kernels
         try:
             return ncu_stage.profile(req["task_source"], req["candidate_source"], float(req.get("timeout", 120.0)))
         finally:

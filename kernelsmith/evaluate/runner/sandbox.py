@@ -134,6 +134,11 @@ class Sandbox:
         return info
 
     def run(self) -> None:
+        # Imports done (host work only); the GPU warm-up waits for the judge's word, which it gives
+        # when no timed call runs (kernelsmith.evaluate.sandboxing.sandbox_handle).
+        self.chan.send({"op": "imported", "pid": os.getpid()})
+        if self.chan.recv().get("op") != "warm":
+            return
         info = self.warm_up()
         self.contained.update(containment.apply_late(self.layers, self.uid, os.getcwd()))
         self.chan.send({"op": "ready", "pid": os.getpid(), "containment": self.contained, **info})

@@ -47,9 +47,21 @@ def sandbox_cache_env(workdir: Path) -> dict[str, str]:
 class SandboxHandle:
     LOG_TAIL = 3000
 
-    def __init__(self, device: str, logdir: Path, extra_env: dict[str, str] | None = None, interpret: bool = True):
+    def __init__(
+        self,
+        device: str,
+        logdir: Path,
+        extra_env: dict[str, str] | None = None,
+        interpret: bool = True,
+        hold_warm_up: bool = False,
+    ):
         """`extra_env`: variables for this sandbox (a builder's compiler settings). `interpret`:
-        on the CPU, run Triton kernels in Triton's interpreter (a builder runs none)."""
+        on the CPU, run Triton kernels in Triton's interpreter (a builder runs none).
+
+        A sandbox starts in two steps: it imports torch and triton (host work), then, on the word
+        `warm()`, warms up (the CUDA context, the profiler's first window, the spin clock: work on the
+        GPU) and says it is ready. `hold_warm_up`: the word waits for `warm()` (a judge's spare, so
+        that its GPU warm-up never runs beside a timed call); else it is given at once."""
         self.device = device
         parent, child = socket.socketpair()
         self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
@@ -90,12 +102,15 @@ class SandboxHandle:
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
         self.ready = False
+        self.word_given = False  # the word to warm up (see __init__)
         self.info: dict = {}  # what the sandbox measured before any candidate code ran (ready message)
         self.timed_out = False
         self._message = None
         # On CUDA tensors travel as IPC handles, so honest messages are small; on the CPU they
         # carry the data.
         self.max_message = 64 * 2**20 if device == "cuda" else 2**31
+        if not hold_warm_up:
+            self.warm()
 
     def log_tail(self) -> str:
         try:
@@ -156,10 +171,26 @@ class SandboxHandle:
         self.timed_out = True
         kill_tree(self.proc)
 
+    def warm(self) -> None:
+        """Give the word to warm up (queued: the sandbox reads it once its imports are done)."""
+        if not self.word_given:
+            self.word_given = True
+            self.send({"op": "warm"})
+
+    @property
+    def warming(self) -> bool:
+        """Told to warm up and not ready yet: its GPU warm-up may be running now."""
+        return self.word_given and not self.ready
+
     def wait_ready(self, deadline: float) -> None:
+        """Until the sandbox is ready (the word to warm up given now, if it was not)."""
         if self.ready:
             return
-        msg = self.wait(deadline, 2**62, "start-up")
+        self.warm()
+        while True:
+            msg = self.wait(deadline, 2**62, "start-up")
+            if msg.get("op") != "imported":
+                break
         if msg.get("op") != "ready":
             raise SandboxFailure("runtime_error", f"sandbox start-up: unexpected message {msg.get('op')!r}")
         self.info = msg
