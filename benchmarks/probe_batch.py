@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernelsmith.evaluate.checks import checksum_weights, flatten_outputs, weighted_checksums  # noqa: E402
+from kernelsmith.evaluate.checks import flatten_outputs  # noqa: E402
+from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums  # noqa: E402
 from kernelsmith.evaluate.measuring.activity import ActivityRecorder  # noqa: E402
 from kernelsmith.evaluate.runtime import build_model, make_inputs, refill_inputs  # noqa: E402
 from kernelsmith.task import load_module  # noqa: E402

@@ -165,7 +165,7 @@ def batch_case() -> dict:
         sums = batch.go(100 + i, 200 + i)
         walls.append((time.perf_counter() - t0) * 1e3)
     ref = torch.softmax(work.make(100 + 3 + 1 + 5 % sets)[0], -1)
-    w = __import__("kernelsmith.evaluate.checks", fromlist=["x"]).checksum_weights([ref], 203)[0]
+    w = __import__("kernelsmith.evaluate.checksums", fromlist=["x"]).checksum_weights([ref], 203)[0]
     expect = float(torch.dot(ref.reshape(-1), w))
     cost_ms, harness = harness_cost(torch.softmax(work.make(0)[0], -1), work.make, calls, sets, 300)
     act = batch.record("cuda")

@@ -317,7 +317,7 @@ class GraphSandbox(FakeSandbox):
 
         import torch
 
-        from kernelsmith.evaluate.checks import checksum_weights
+        from kernelsmith.evaluate.checksums import checksum_weights
 
         msg = self.sent[-1]
         if msg["op"] == "batch" and msg.get("graph"):

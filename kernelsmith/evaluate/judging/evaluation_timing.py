@@ -13,7 +13,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kernelsmith.evaluate.checks import checksum_mismatch, checksum_weights, flatten_outputs
+from kernelsmith.evaluate.checks import flatten_outputs
+from kernelsmith.evaluate.checksums import checksum_mismatch, checksum_weights
 from kernelsmith.evaluate.measuring import judge_clock, roofline
 from kernelsmith.evaluate.measuring.activity import Activity
 from kernelsmith.evaluate.measuring.breakdown import kernel_breakdown

@@ -22,13 +22,12 @@ import torch
 
 from kernelsmith.evaluate.checks import (
     Comparison,
-    checksum_weights,
     compare_outputs,
     flatten_outputs,
     output_structure,
     structure_mismatch,
-    weighted_checksums,
 )
+from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums
 from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.measuring import roofline
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, scaled

@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from kernelsmith.evaluate.checks import checksum_weights, flat32, flatten_outputs
+from kernelsmith.evaluate.checks import flatten_outputs
+from kernelsmith.evaluate.checksums import checksum_weights, flat32
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.measuring.timing import Workload, capture_stream
 

@@ -24,13 +24,8 @@ import triton  # noqa: F401  (warm import; the interpreter flag is read from the
 
 from kernelsmith.evaluate.build import hook as build_hook
 from kernelsmith.evaluate.build.errors import BuildError
-from kernelsmith.evaluate.checks import (
-    checksum_weights,
-    flatten_outputs,
-    output_structure,
-    plain_structure,
-    weighted_checksums,
-)
+from kernelsmith.evaluate.checks import flatten_outputs, output_structure, plain_structure
+from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums
 from kernelsmith.evaluate.measuring import timing
 from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.options import EvalOptions
