@@ -203,7 +203,7 @@ class TrialJudge(FakeJudge):
 
         return [torch.ones(4)], torch.arange(4.0) + 1
 
-    def check(self, msg, ref_out, inputs, opts, check_l2=False):
+    def check(self, msg, ref_out, inputs, opts, check_l2=False, precise=None):
         from kernelsmith.evaluate.checks import Comparison
 
         return Comparison(True, 0.0, 0.0, err_l2=[0.0])
