@@ -3,6 +3,7 @@ checked end to end (CPU; the Llama case with the Triton interpreter)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -153,6 +154,35 @@ def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path
     with torch.no_grad(), Count() as removed:
         again = model(x)
     assert torch.equal(again, want) and removed.ops == before.ops
+
+
+def test_a_patch_never_changes_gradients(block, tmp_path: Path):
+    """Where autograd records the region (grad enabled and an input or parameter of it requires grad)
+    the model's own ops run, counted and said once; the kernel serves only where no graph is recorded."""
+    entry = call_entry(block[0], "cpu")
+    model, (x,) = entry.model, entry.args
+    twin = copy.deepcopy(model)
+
+    def grads(m: torch.nn.Module, x_grad: bool = True) -> list[torch.Tensor]:
+        m.zero_grad()
+        xg = x.clone().requires_grad_(x_grad)
+        m(xg).pow(2).sum().backward()
+        return ([xg.grad] if x_grad else []) + [p.grad for p in m.parameters()]
+
+    want, want_params = grads(twin), grads(twin, x_grad=False)
+    patch = install(model, _patch(block, tmp_path, HONEST))
+    with pytest.warns(UserWarning) as said:
+        got, got_params = grads(model), grads(model, x_grad=False)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(got_params, want_params, strict=True))
+    counts = next(iter(patch.counts.values()))
+    assert (counts.fired, counts.autograd) == (0, 2)
+    assert len(said) == 1 and "patch_a" in str(said[0].message) and "autograd" in str(said[0].message)
+    with torch.no_grad():
+        model(x)
+    model.requires_grad_(False)  # grad enabled, but nothing of the region requires it: no graph, the kernel serves
+    model(x)
+    assert (counts.fired, counts.autograd) == (2, 2)
 
 
 def test_a_patch_folder_is_rewritten_but_a_file_of_the_users_there_is_not_lost(block, tmp_path: Path):

@@ -32,6 +32,13 @@ INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lis
 
     import {package}
     patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
+    with torch.no_grad():            # or torch.inference_mode()
+        out = model(*inputs)
+
+The kernels have no backward, and a patch never changes gradients: where autograd records a region
+(grad enabled and an input or parameter of the region requires grad) the model's own ops run there,
+counted in patch.counts[name].autograd and said once in a warning. The kernels serve under
+torch.no_grad(), torch.inference_mode(), or where nothing the region reads requires grad.
 """
 
 from pathlib import Path

@@ -7,6 +7,10 @@
 candidate file (`ModelNew`), and the module paths whose calls hold the region. While one of those
 module calls runs, the patch's dispatch mode substitutes the region (substitute.py); outside them the
 model runs untouched. `patch.counts` says how often each kernel took its region.
+
+The kernels have no backward: where autograd records a region (grad enabled and something the region
+reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
+gradients are the model's. Serve under `torch.no_grad()` or `torch.inference_mode()`.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         except Unsubstitutable as exc:
             skipped[entry["name"]] = str(exc)
     merged = _merge(built, spec["kernels"])
-    mode = Substitution({name: k for name, k in built.items() if name not in merged})
+    mode = Substitution({name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, mode)
     patch.merged, patch.skipped = merged, skipped
     depth = [0]

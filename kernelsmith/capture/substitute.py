@@ -13,11 +13,18 @@ once on the region's real inputs and its outputs take the place of the region's.
 pattern that reads a deferred value, or writes one of the region's inputs, or the end of the module
 call, first runs the deferred ops for real (the match is dropped), so a partial match never changes
 the model's results. Hand-written because no library substitutes an aten sequence in eager mode.
+
+The kernels have no backward: a compute op that autograd records (grad enabled and a tensor it reads
+requires grad) is never answered by a placeholder. A match that meets one runs as the model's own ops
+(counted in `autograd`, and said once per patch in a warning), so a patch never changes gradients; the
+kernel serves where no graph is recorded (`torch.no_grad()`, `torch.inference_mode()`, or nothing the
+region reads requires grad).
 """
 
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +42,7 @@ class Counts:
     fired: int = 0  # regions the kernel took
     dropped: int = 0  # partial matches run as the model's own ops
     recomputed: int = 0  # taken regions whose inner values the model read after all (run for real then)
+    autograd: int = 0  # regions run as the model's own ops because autograd was recording them
 
 
 @dataclass
@@ -85,9 +93,10 @@ class _Match:
 class Substitution(TorchDispatchMode):
     """The dispatch mode a patch enters while one of its regions' module calls runs."""
 
-    def __init__(self, kernels: dict[str, tuple[Pattern, torch.nn.Module]]):
+    def __init__(self, kernels: dict[str, tuple[Pattern, torch.nn.Module]], label: str = "the patch"):
         super().__init__()
-        self.kernels = kernels
+        self.kernels, self.label = kernels, label
+        self.warned = False
         self.enabled: dict[str, int] = {name: 0 for name in kernels}
         self.open: list[_Match] = []
         self.fired: list[_Match] = []  # taken in this module call, kept to recompute an inner value read late
@@ -98,9 +107,17 @@ class Substitution(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         here = (args, kwargs)
+        recorded = torch.is_grad_enabled() and any(
+            x.requires_grad for x in pytree.tree_leaves(here) if isinstance(x, torch.Tensor)
+        )
         fitting = [
             m for m in self.open if m.pattern.steps[m.pos].func is func and m.fits(m.pattern.steps[m.pos].args, here)
         ]
+        if recorded:  # a compute op autograd records is the model's own: its match runs for real
+            for match in [m for m in fitting if m.pattern.steps[m.pos].deferred]:
+                fitting.remove(match)
+                self._drop(match)
+                self._recorded(match.pattern.name)
         if fitting:
             return self._take(fitting, args, kwargs)
         reads = {id(x) for x in pytree.tree_leaves(here) if isinstance(x, torch.Tensor)}
@@ -119,6 +136,10 @@ class Substitution(TorchDispatchMode):
             if self.enabled[name] and pattern.steps[0].func is func
         ]
         starts = [m for m in starts if m.fits(m.pattern.steps[0].args, here)]
+        if recorded:
+            for match in [m for m in starts if m.pattern.steps[0].deferred]:
+                starts.remove(match)
+                self._recorded(match.pattern.name)
         for match in starts:
             self.open.append(match)
             if len([m for m in self.open if m.pattern is match.pattern]) > MAX_OPEN:
@@ -238,6 +259,17 @@ class Substitution(TorchDispatchMode):
             return torch.empty_strided(shape, stride, dtype=dtype, device=device)
 
         return pytree.tree_map(answer, step.out)
+
+    def _recorded(self, name: str) -> None:
+        self.counts[name].autograd += 1
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"{self.label}: autograd is recording the model's forward, and the kernels have no backward: "
+                "their regions run as the model's own ops (patch.counts[...].autograd), so gradients are the "
+                "model's; call the model under torch.no_grad() or torch.inference_mode() for the kernels to serve",
+                stacklevel=2,
+            )
 
     def _drop(self, match: _Match) -> None:
         """Run a partial match's deferred ops for real, in order, into the tensors already handed out."""
