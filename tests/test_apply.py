@@ -16,11 +16,13 @@ import torch
 from conftest import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsmith.capture.apply import Applied, Chosen, write_patch
+from kernelsmith.capture.apply import Applied, Chosen, choose, read_capture, write_patch
 from kernelsmith.capture.e2e import check, current_timers
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import capture
+from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.store import RunStore
 
 LLAMA = REPO / "examples/llama_decode/model.py"
 KS = Path(sys.executable).parent / "kernelsmith"
@@ -133,6 +135,16 @@ def _patch(block, tmp_path: Path, code: str, name: str = "patch_a") -> Path:
     return tmp_path / name
 
 
+def _run(run_dir: Path, task_file: Path, codes: list[tuple[str, float]]) -> Path:
+    """A search's store on `task_file`: one correct program per (code, speedup), iterations 0, 1, ..."""
+    store = RunStore(run_dir)
+    store.set_meta("task_source", task_file.read_text())
+    for i, (code, speedup) in enumerate(codes):
+        store.add(Program(i, 0, "tune", code, "correct", correct=True, speedup=speedup))
+    store.close()
+    return run_dir
+
+
 def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path):
     entry = call_entry(block[0], "cpu")
     model, (x,) = entry.model, entry.args
@@ -183,6 +195,19 @@ def test_a_patch_never_changes_gradients(block, tmp_path: Path):
     model.requires_grad_(False)  # grad enabled, but nothing of the region requires it: no graph, the kernel serves
     model(x)
     assert (counts.fired, counts.autograd) == (2, 2)
+
+
+def test_patch_json_names_the_program_by_its_id_and_keeps_its_iteration(block, tmp_path: Path):
+    _, cap, manifest, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 1.0), (HONEST + "\n# faster\n", 3.0)])
+    store = RunStore.open_readonly(run)
+    best = store.best()
+    store.close()
+    assert best is not None and best.id is not None and best.id != best.iteration  # ids count from 1
+    picks = choose([run], cap, read_capture(cap))
+    write_patch(tmp_path / "p", cap, manifest, picks)
+    entry = json.loads((tmp_path / "p/patch.json").read_text())["kernels"][0]
+    assert (entry["program"], entry["iteration"]) == (best.id, best.iteration) == (2, 1)
 
 
 def test_a_patch_folder_is_rewritten_but_a_file_of_the_users_there_is_not_lost(block, tmp_path: Path):

@@ -60,8 +60,9 @@ class Chosen:
     share: float  # of the captured forward's time
     calls: int  # per forward, as captured
     speedup: float | None  # the kernel's verdict speedup over the task's reference
-    program: int | None  # iteration of the best program
+    program: int | None  # the best program's id in the run's store (as `runs`, best.py and summary.json name it)
     why: str | None = None  # None: in the patch
+    iteration: int | None = None  # the search iteration that made it
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -107,7 +108,7 @@ def choose(
         if best is None or best.code is None:
             chosen.why = "no successful program in the run"
         else:
-            chosen.speedup, chosen.program = best.speedup, best.iteration
+            chosen.speedup, chosen.program, chosen.iteration = best.speedup, best.id, best.iteration
             if best.speedup is None or best.speedup < min_speedup:
                 speedup = f"{best.speedup or 0:.3g}x"
                 chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
@@ -142,6 +143,7 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
                 speedup=chosen.speedup,
                 run_dir=chosen.run_dir,
                 program=chosen.program,
+                iteration=chosen.iteration,
             )
         )
     spec = dict(entry=manifest["entry"], device=manifest.get("device", "cpu"), kernels=entries)
