@@ -44,7 +44,8 @@ class Pattern:
     params: dict[str, tuple]  # attribute -> (shape, stride, dtype)
     outputs: list[Slot]
     last: int = 0  # index of the last deferred step: the kernel runs there
-    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or reshapes
+    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or is a view of
+    unviews: list[list[Step]] = field(default_factory=list)  # per output: the views after `last` that make it
     input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
 
     def __post_init__(self) -> None:
@@ -127,22 +128,64 @@ def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
         raise PatternError("its Model runs no compute op")
     pattern = Pattern(name, tracer.steps, len(inputs), {a: meta(t) for a, t in params.items()}, outputs)
     pattern.input_meta = [meta(t) for t in inputs]
-    pattern.bases = [_base(pattern, o) for o in outputs]
+    for out in outputs:
+        base, unviews = _base(pattern, out)
+        pattern.bases.append(base)
+        pattern.unviews.append(unviews)
     return pattern
 
 
-def _base(pattern: Pattern, out: Slot) -> Slot:
-    """The value made by the last compute op or before that `out` is, or reshapes (a view the region
-    borrowed at its end, such as `view` before the next Linear, runs in the model on the kernel's output)."""
-    slot = out
-    while True:
+def slot_meta(pattern: Pattern, slot: Slot) -> tuple:
+    """(shape, stride, dtype) of a slot: an input's, a parameter's, or the value's where it is made."""
+    if slot.kind == "in":
+        return pattern.input_meta[slot.key]
+    if slot.kind == "param":
+        return pattern.params[slot.key]
+    return next(s.out_meta[slot.key] for s in pattern.steps if slot.key in s.out_meta)
+
+
+def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step]]:
+    """The value made by the last compute op or before that `out` is, or is a view of, and the views
+    after the last compute op that make `out` of it (a view the region borrowed at its end, such as the
+    `expand` and `view` before the next bmm, runs in the model on the value the kernel's output gives)."""
+    slot, unviews = out, []
+    while slot.kind == "val":
         step = next(s for s in pattern.steps if slot.key in s.out_meta)
         if pattern.steps.index(step) <= pattern.last:
-            return slot
+            break
         ins = [x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)]
-        if step.func.overloadpacket.__name__ not in _RESHAPES or len(ins) != 1 or ins[0].kind != "val":
-            raise PatternError(f"an output is made by {step.func} after its last compute op")
-        slot = ins[0]
+        name = step.func.overloadpacket.__name__
+        if name not in _WHOLE_VIEWS or len(ins) != 1 or step.func._overloadname == "dtype":
+            why = "a view of part of it" if step.func.is_view else "not a view"
+            raise PatternError(
+                f"an output is made by {step.func} after its last compute op ({why}: the kernel's output "
+                "cannot give the value it is made of)"
+            )
+        slot, unviews = ins[0], [step, *unviews]
+    return slot, unviews
 
 
-_RESHAPES = frozenset("view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias".split())
+# Views that keep every element of their input: the input follows from the output (`unview`).
+_WHOLE_VIEWS = frozenset(
+    "view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias detach expand transpose t permute".split()
+)
+
+
+def unview(pattern: Pattern, step: Step, got: torch.Tensor) -> torch.Tensor:
+    """The tensor that `step` (one of _WHOLE_VIEWS, after the last compute op) made `got` of."""
+    name, args = step.func.overloadpacket.__name__, step.args[0]
+    shape = slot_meta(pattern, next(x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)))[0]
+    if name == "expand":  # its broadcast dimensions hold copies: keep one
+        got = got[(0,) * (got.dim() - len(shape))]
+        for d, n in enumerate(shape):
+            if n == 1 and got.shape[d] != 1:
+                got = got.narrow(d, 0, 1)
+        return got
+    if name == "transpose":
+        return got.transpose(args[1], args[2])
+    if name == "t":
+        return got.t()
+    if name == "permute":
+        dims = [d % got.dim() for d in args[1]]
+        return got.permute([dims.index(d) for d in range(len(dims))])
+    return got.reshape(shape)

@@ -9,7 +9,8 @@ from: input k, parameter `attr`, or an earlier op's value). While one of the reg
 runs, a TorchDispatchMode compares the ops that arrive with the pattern. Views and tensor creation run
 as usual; the pattern's compute ops are not run but answered with empty tensors of the recorded shape;
 when the last compute op arrives, the kernel (`ModelNew`, bound to the real module's parameters) runs
-once on the region's real inputs and its outputs take the place of the region's. An op outside the
+once on the region's real inputs and its outputs take the place of the region's (an output that the
+region makes by views after its last compute op gives the value under them: pattern.unview). An op outside the
 pattern that reads a deferred value, or writes one of the region's inputs, or the end of the module
 call, first runs the deferred ops for real (the match is dropped), so a partial match never changes
 the model's results. Hand-written because no library substitutes an aten sequence in eager mode.
@@ -32,7 +33,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from .pattern import Pattern, Slot, Step, meta, writes
+from .pattern import Pattern, Slot, Step, meta, slot_meta, unview, writes
 
 MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
 
@@ -223,22 +224,27 @@ class Substitution(TorchDispatchMode):
         if len(outs) != len(pattern.outputs):
             have, want = len(outs), len(pattern.outputs)
             raise RuntimeError(f"{pattern.name}: the kernel returned {have} outputs, the region {want}")
-        values: dict[int, torch.Tensor] = {}
-        for slot, base, got in zip(pattern.outputs, pattern.bases, outs):
-            shape, _, dtype = _expected(pattern, slot)
+        values: dict[Slot, torch.Tensor] = {}
+        for slot, base, unviews, got in zip(pattern.outputs, pattern.bases, pattern.unviews, outs):
+            shape, _, dtype = slot_meta(pattern, slot)
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape or got.dtype != dtype:
                 what = f"{got.dtype}{list(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
                 want = f"{dtype}{list(shape)}"
                 raise RuntimeError(f"{pattern.name}: the kernel returned {what} where the region makes {want}")
-            if base.key not in values:  # an output that is a view of another output follows from it
-                values[base.key] = got if base == slot else got.reshape(_expected(pattern, base)[0])
-        here: dict[int, torch.Tensor] = {}
-        for key, got in values.items():
-            shape, stride, _ = _expected(pattern, Slot("val", key))
-            if key in step.out_meta:
-                here[key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
+            if base in values:  # an output that is a view of another output follows from it
                 continue
-            held = match.bound[Slot("val", key)]
+            for view in reversed(unviews):  # the model replays these views on the value
+                got = unview(pattern, view, got)
+            values[base] = got
+        here: dict[int, torch.Tensor] = {}
+        for base, got in values.items():
+            shape, stride, _ = slot_meta(pattern, base)
+            if base.kind == "val" and base.key in step.out_meta:
+                here[base.key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
+                continue
+            held = match.bound[base]
+            if id(held) not in match.tainted:  # a view of the model's own tensors, made by the model
+                continue
             if id(held) not in match.viewed and tuple(got.stride()) == stride:
                 held.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
             else:
@@ -300,13 +306,6 @@ class Substitution(TorchDispatchMode):
             for match in [m for m in self.open if name is None or m.pattern.name == name]:
                 self._drop(match)
         self.fired = [m for m in self.fired if name is not None and m.pattern.name != name]
-
-
-def _expected(pattern: Pattern, slot: Slot) -> tuple:
-    for step in pattern.steps:
-        if slot.key in step.out_meta:
-            return step.out_meta[slot.key]
-    raise KeyError(slot)
 
 
 def _restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
