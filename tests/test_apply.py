@@ -250,7 +250,9 @@ def test_a_kernel_without_the_module_parameter_is_refused_in_one_line(block, tmp
         install(entry.model, _patch(block, tmp_path, HONEST + "\nundefined_name\n", "patch_b"))
 
 
-def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Path):
+def test_a_region_that_writes_its_input_in_place_is_substituted(tmp_path: Path):
+    """`h.mul_(2.0)` on the Linear's output, then the norm: the task scales a clone of h; the kernel
+    (here the task's own Model) serves the region and h is written as the model's mul_ writes it."""
     path = tmp_path / "block_model.py"
     path.write_text(textwrap.dedent(BLOCK))
     capture(f"{path}:make_in_place", tmp_path / "cap")
@@ -258,17 +260,14 @@ def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Pa
     task = next(t for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
     assert "mul_.Tensor" in task["ops"]
     chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
-    write_patch(tmp_path / "p", tmp_path / "cap", manifest, [(chosen, HONEST, task)])
+    kernel = (tmp_path / "cap" / task["file"]).read_text() + "\n\nModelNew = Model\n"
+    write_patch(tmp_path / "p", tmp_path / "cap", manifest, [(chosen, kernel, task)])
     entry = call_entry(f"{path}:make_in_place", "cpu")
     patch = install(entry.model, tmp_path / "p")
-    assert patch.skipped == {
-        chosen.name: "it writes a tensor in place (aten.mul_.Tensor); apply substitutes pure regions only"
-    }
-    assert not patch.mode.kernels and not patch.handles
-    # a patch whose every kernel is left out did nothing: its check does not pass
+    assert not patch.skipped
     done = check(entry, patch, "cpu", reps=2)
-    assert done.outputs_match and done.skipped == patch.skipped
-    assert not Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
+    assert done.outputs_match and done.fired == {chosen.name: 1.0}
+    assert Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
 
 
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):

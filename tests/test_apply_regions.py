@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelsmith.capture.apply import Chosen, write_patch
 from kernelsmith.capture.entry import call_entry
@@ -88,6 +89,15 @@ class Cache(nn.Module):
         return self.cache.sum(1)
 
 
+class Peek(Cache):
+    '''The same region, but the model reads the cache through a view of it before the region ends.'''
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(1, pos, self.norm(x))
+        seen = self.cache[:, 3].sum()
+        return self.cache.sum(1) + seen
+
+
 def gpt():
     torch.manual_seed(0)
     return GPT(), (torch.randint(0, 32, (2, 8)),)
@@ -101,6 +111,11 @@ def gpt_in_place():
 def cache():
     torch.manual_seed(0)
     return Cache(), (torch.randn(2, 1, 16), torch.tensor([3]))
+
+
+def peek():
+    torch.manual_seed(0)
+    return Peek(), (torch.randn(2, 1, 16), torch.tensor([3]))
 """
 
 
@@ -145,6 +160,129 @@ def test_a_region_that_ends_in_an_expand_takes_the_kernels_output(models: Path, 
     assert torch.equal(got, want)
     counts = patch.counts[Path(task["file"]).stem]
     assert (counts.fired, counts.dropped, counts.recomputed) == (2, 0, 0)  # both blocks' attention
+
+
+def test_a_region_that_adds_to_its_input_in_place_leaves_the_model_as_its_own_ops_would(models, tmp_path):
+    """The last block's `x += mlp(...)` and the final norm: the task adds to a clone of x; the kernel
+    (which writes nothing) serves the region, and x is left as the model's add_ leaves it. The first
+    block's `x += ...` and the second block's first norm are the same ops: the kernel serves them too."""
+    entry, task = _patch(models, "gpt_in_place", "add_.Tensor", tmp_path / "p")
+    model, twin, args = _twins(entry)
+    patch = install(model, tmp_path / "p")
+    assert not patch.skipped
+    with torch.no_grad():
+        got, want = model(*args), twin(*args)
+    assert torch.equal(got, want)
+    counts = patch.counts[Path(task["file"]).stem]
+    assert (counts.fired, counts.dropped) == (2, 0)
+
+
+@pytest.mark.parametrize("factory, fired, dropped", [("cache", 2, 0), ("peek", 0, 2)])
+def test_a_buffer_the_region_writes_in_place_is_left_as_the_models_own_ops_leave_it(
+    models, tmp_path, factory, fired, dropped
+):
+    """A norm's output appended to a cache buffer (index_copy_), then read: the buffer holds the same
+    values after each forward. Peek reads the cache through a view of it before the region ends: the
+    match runs as the model's own ops."""
+    entry, task = _patch(models, "cache", "index_copy_.default", tmp_path / "p")
+    model, twin, (x, _) = _twins(entry.replace(":cache", f":{factory}"))
+    patch = install(model, tmp_path / "p")
+    with torch.no_grad():
+        for pos in (3, 5):  # the second forward reads what the first wrote
+            got, want = model(x, torch.tensor([pos])), twin(x, torch.tensor([pos]))
+            assert torch.equal(got, want) and torch.equal(model.cache, twin.cache)
+    counts = patch.counts[Path(task["file"]).stem]
+    assert (counts.fired, counts.dropped) == (fired, dropped)
+
+
+# A region that adds to the caller's tensor `acc` in place, as capture writes its task (it adds to a
+# clone); RETURNS and BEFORE vary what the task returns and whether it reads acc before the write.
+ACC_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x0, x1):
+        w1 = x1.clone()
+        BEFORE
+        v2 = torch.ops.aten.exp.default(x0)
+        torch.ops.aten.add_.Tensor(w1, v2)
+        v3 = torch.ops.aten.sum.dim_IntList(w1, [-1])
+        return RETURNS
+
+
+def get_inputs():
+    return [torch.randn(4, 8), torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+# A kernel of other ops than the region's (add, not add_): it returns what the task returns.
+ACC_KERNEL = """
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x0, x1):
+        new = x1 + x0.exp()
+        return RETURNS
+"""
+
+
+class Acc(torch.nn.Module):
+    def __init__(self, before: bool):
+        super().__init__()
+        self.before = before
+
+    def forward(self, x, acc):
+        doubled = acc * 2.0 if self.before else None
+        acc.add_(x.exp())
+        total = acc.sum(-1)
+        return total if doubled is None else total + doubled.sum()  # the region's inner value, read late
+
+
+class Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func)] = self.ops.get(str(func), 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    "returns, before, replayed",
+    [("w1, v3", False, 0), ("v3", False, 1), ("v3", True, 1), ("w1, v3", True, 0)],
+)
+def test_a_tensor_written_in_place_gets_the_kernels_value_or_the_regions_own_write(
+    tmp_path: Path, returns: str, before: bool, replayed: int
+):
+    """Where the task returns the written tensor, the kernel's output is its new value; where it does
+    not, the region's own add_ runs after the kernel. A value the region reads before the write (acc * 2)
+    and the model reads late is computed from acc as it was."""
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    task = ACC_TASK.replace("RETURNS", returns)
+    task = task.replace("BEFORE", "v1 = torch.ops.aten.mul.Tensor(w1, 2.0)" if before else "pass")
+    (cap / "01_acc.py").write_text(task)
+    kernel = ACC_KERNEL.replace("RETURNS", "new, new.sum(-1)" if "w1" in returns else "new.sum(-1)")
+    record = dict(file="01_acc.py", share=1.0, calls=1, rank=1, scopes=[""])
+    write_patch(
+        tmp_path / "p", cap, {"entry": "x:y", "tasks": [record]}, [(Chosen("r", "acc", 1.0, 1, 2.0, 1), kernel, record)]
+    )
+    model, x, acc = Acc(before), torch.randn(4, 8), torch.randn(4, 8)
+    want_acc = acc.clone()
+    with torch.no_grad():
+        want = model(x, want_acc)
+        patch = install(model, tmp_path / "p")
+        with Count() as seen:
+            got = model(x, acc)
+    assert torch.allclose(got, want) and torch.allclose(acc, want_acc)
+    assert seen.ops.get("aten.add_.Tensor", 0) == replayed and patch.counts["acc"].fired == 1
+    assert patch.counts["acc"].recomputed == before
 
 
 TAILS = {

@@ -27,7 +27,7 @@ from kernelsmith.errors import UserError
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
-RUNTIME = ("pattern.py", "substitute.py", "patch_runtime.py")
+RUNTIME = ("pattern.py", "match.py", "substitute.py", "patch_runtime.py")
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
 
     import {package}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .pattern import Pattern, PatternError, trace
+from .pattern import Pattern, PatternError, trace, written_slots
 from .substitute import Counts, Substitution
 
 MANIFEST = "patch.json"
@@ -61,7 +61,8 @@ def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch
     except Exception as exc:  # the kernel's own code: whatever it raises is its failure to load
         raise PatchError(f"{entry['name']}: loading its task or kernel raised {type(exc).__name__}: {exc}") from None
     try:
-        pattern = trace(entry["name"], reference, inputs)
+        written = written_slots((root / entry["task"]).read_text(encoding="utf-8"))
+        pattern = trace(entry["name"], reference, inputs, written)
     except PatternError as exc:
         raise Unsubstitutable(str(exc)) from None
     except Exception as exc:  # the task's own replay failed here (another device, another torch)

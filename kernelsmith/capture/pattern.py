@@ -5,6 +5,7 @@ value). Torch only: `kernelsmith apply` copies this file into the patch it write
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ class Step:
     out: Any  # its result with tensors as Slot("val", n)
     out_meta: dict[int, tuple]  # val n -> (shape, stride, dtype)
     deferred: bool  # a compute op: answered with an empty tensor, its work done by the kernel
+    aliases: dict[int, Slot] = field(default_factory=dict)  # val n -> the argument it is (an in-place op's result)
 
 
 @dataclass
@@ -72,17 +74,32 @@ def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
     return not func.is_view and func.overloadpacket.__name__ not in GLUE and reads and makes
 
 
+# How capture writes a task whose region writes one of its inputs in place: the forward first clones
+# the input (`w1 = x1.clone()`, `w2 = self.cache.clone()`) and writes the clone (write_task.render).
+_CLONED = re.compile(r"^\s+w\d+ = (x\d+|self\.\w+)\.clone\(\)\s*$", re.MULTILINE)
+
+
+def written_slots(task_source: str) -> list[Slot]:
+    """The inputs and parameters a task's region writes in place in the model (the ones it clones first)."""
+    names = _CLONED.findall(task_source)
+    return [Slot("in", int(n[1:])) if n.startswith("x") else Slot("param", n.removeprefix("self.")) for n in names]
+
+
 class _Tracer(TorchDispatchMode):
-    def __init__(self, slots: dict[int, Slot]):
+    def __init__(self, slots: dict[int, Slot], written: list[Slot]):
         super().__init__()
         self.slots, self.steps, self.keep = slots, [], []
         self.values = 0
+        self.cloned = set(written)  # the task's clones of these stand for the model's own tensors
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        if writes(func, args, kwargs):
-            raise PatternError(f"it writes a tensor in place ({func}); apply substitutes pure regions only")
+        if func is torch.ops.aten.clone.default and not kwargs and self.slots.get(id(args[0])) in self.cloned:
+            self.cloned.discard(slot := self.slots[id(args[0])])
+            self.slots[id(result)] = slot  # the model runs no clone: the ops that follow write its tensor
+            self.keep.append(result)
+            return result
 
         def slot_of(x):
             if not isinstance(x, torch.Tensor):
@@ -92,36 +109,41 @@ class _Tracer(TorchDispatchMode):
             return self.slots[id(x)]
 
         r_args = pytree.tree_map(slot_of, (args, kwargs))
+        given = {id(x): slot_of(x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)}
         metas: dict[int, tuple] = {}
+        aliases: dict[int, Slot] = {}
 
         def new_val(x):
             if not isinstance(x, torch.Tensor):
                 return x
             n = self.values
             self.values += 1
+            if id(x) in given:
+                aliases[n] = given[id(x)]
             self.slots[id(x)] = Slot("val", n)
             self.keep.append(x)  # alive, so that no later tensor reuses its id
             metas[n] = meta(x)
             return Slot("val", n)
 
         out = pytree.tree_map(new_val, result)
-        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result)))
+        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result), aliases))
         return result
 
 
-def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
-    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from."""
+def trace(name: str, model: torch.nn.Module, inputs: list, written: list[Slot] | None = None) -> Pattern:
+    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from.
+    `written`: the inputs and parameters the region writes in place (`written_slots`)."""
     slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
     params = dict(model.named_parameters()) | dict(model.named_buffers())
     slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
-    tracer = _Tracer(slots)
+    tracer = _Tracer(slots, written or [])
     with torch.no_grad(), tracer:
         result = model(*inputs)
     leaves = list(result) if isinstance(result, (tuple, list)) else [result]
     outputs = []
     for leaf in leaves:
         slot = slots.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
-        if slot is None or slot.kind != "val":
+        if slot is None or (slot.kind != "val" and slot not in (written or [])):
             raise PatternError("an output of its Model is not a value its ops make")
         outputs.append(slot)
     if not any(s.deferred for s in tracer.steps):
