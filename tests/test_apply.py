@@ -73,9 +73,27 @@ class InPlace(Block):
         return torch.nn.functional.gelu(h)
 
 
+class Sliced(Block):
+    '''The norm region ends in a slice of the GELU's output: part of a value, which no kernel output gives.'''
+
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(16, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.out(torch.nn.functional.gelu(h)[:, :16])
+
+
 def make():
     torch.manual_seed(0)
     return Block(), (torch.randn(4, 32),)
+
+
+def make_sliced():
+    torch.manual_seed(0)
+    return Sliced(), (torch.randn(4, 32),)
 
 
 def make_in_place():
@@ -268,6 +286,30 @@ def test_a_region_that_writes_its_input_in_place_is_substituted(tmp_path: Path):
     done = check(entry, patch, "cpu", reps=2)
     assert done.outputs_match and done.fired == {chosen.name: 1.0}
     assert Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
+
+
+def test_an_apply_whose_every_kernel_is_left_out_fails_and_says_why(tmp_path: Path):
+    path = tmp_path / "block_model.py"
+    path.write_text(textwrap.dedent(BLOCK))
+    capture(f"{path}:make_sliced", tmp_path / "cap")
+    task = next(t for t in read_capture(tmp_path / "cap")["tasks"] if t["file"] and "gelu.default" in t["ops"])
+    assert task["ops"][-1] == "slice.Tensor"
+    run = _run(tmp_path / "run", tmp_path / "cap" / task["file"], [(HONEST, 2.0)])
+    p = subprocess.run(
+        [str(KS), "apply", str(run), "--capture", "cap", "--out", "p", "--reps", "2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    out = " ".join(p.stdout.split())
+    why = "an output is made by aten.slice.Tensor after its last compute op"
+    assert p.returncode == 1 and f"not substituted: {why}" in out, p.stdout + p.stderr
+    assert (
+        f"-> check failed: no kernel could be substituted, so the patch does nothing ({task['file'][:-3]}: {why}" in out
+    )
+    applied = json.loads((tmp_path / "p/apply.json").read_text())
+    assert applied["e2e"]["outputs_match"] and applied["e2e"]["skipped"]
 
 
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):

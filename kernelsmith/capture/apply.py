@@ -163,12 +163,28 @@ class Applied:
 
     @property
     def ok(self) -> bool:
-        """The check passed: outputs match, every kernel took its regions, no timer was replaced."""
+        """The check passed: some kernel was substituted, outputs match, every substituted kernel took
+        its regions, no timer was replaced."""
+        return self.failure is None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the check failed, in one line (None: it passed, or did not run)."""
         if self.e2e is None:
-            return True
+            return None
         e = self.e2e
         applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
-        return bool(applied) and e.outputs_match and e.forged is None and all(self.took(c) for c in applied)
+        if not applied:
+            why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
+            return f"no kernel could be substituted, so the patch does nothing ({why})"
+        if not e.outputs_match:
+            return e.mismatch or "outputs differ from the model's"
+        if e.forged:
+            return e.forged
+        idle = [c.name for c in applied if not self.took(c)]
+        if idle:
+            return f"{', '.join(idle)} never took its region (it did none of the model's work)"
+        return None
 
     def took(self, c: Chosen) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
