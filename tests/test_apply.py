@@ -256,14 +256,31 @@ def test_a_value_the_model_reads_itself_is_computed_for_real(block, tmp_path, va
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_a_kernel_without_the_module_parameter_is_refused_in_one_line(block, tmp_path: Path):
+def test_a_kernel_whose_tensors_are_named_otherwise_is_bound_by_their_order(block, tmp_path: Path):
+    """Evaluation builds Model and ModelNew from one seed, whatever the names: where ModelNew's tensors
+    are Model's in count, order, shapes and dtypes, each takes the place of the one in the same place."""
     entry = call_entry(block[0], "cpu")
-    code = HONEST.replace("self.weight = nn.Parameter(", "self.scale = nn.Parameter(").replace(
+    model, (x,) = entry.model, entry.args
+    with torch.no_grad():
+        want = model(x)
+    renamed = HONEST.replace("self.weight = nn.Parameter(", "self.scale = nn.Parameter(").replace(
         "self.weight,", "self.scale,"
     )
+    patch = install(model, _patch(block, tmp_path, renamed))
+    with torch.no_grad():
+        got = model(x)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5) and next(iter(patch.counts.values())).fired == 1
+    patch.remove()
+    # One tensor more than Model's: no order to go by, and the error says what to do.
+    extra = renamed.replace("    def forward", "        self.shift = nn.Parameter(torch.zeros(48))\n\n    def forward")
     with pytest.raises(PatchError) as exc:
-        install(entry.model, _patch(block, tmp_path, code))
-    assert "ModelNew has no tensor `weight`" in str(exc.value) and "\n" not in str(exc.value)
+        install(entry.model, _patch(block, tmp_path, extra, "patch_e"))
+    assert str(exc.value).endswith(
+        "ModelNew has no tensor `weight` of torch.float32[48] to take the model's own, and its tensors (scale "
+        "torch.float32[48], shift torch.float32[48]) are not Model's (weight torch.float32[48]) in order: name "
+        "them as Model's, or keep Model's count, order, shapes and dtypes"
+    )
+    assert "\n" not in str(exc.value)
     with pytest.raises(PatchError, match="loading its task or kernel raised NameError"):
         install(entry.model, _patch(block, tmp_path, HONEST + "\nundefined_name\n", "patch_b"))
 

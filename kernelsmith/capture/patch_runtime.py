@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .pattern import Pattern, PatternError, trace, written_slots
-from .substitute import Counts, Substitution
+from .substitute import Counts, Kernel, Substitution
 
 MANIFEST = "patch.json"
 
@@ -47,8 +47,8 @@ def _load(path: Path, label: str):
     return module
 
 
-def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch.nn.Module]:
-    """One kernel's pattern (from its task) and its ModelNew, both on `device`."""
+def build(root: Path, entry: dict, device: torch.device) -> Kernel:
+    """One kernel: its region's pattern (from its task) and its ModelNew, both on `device`."""
     # The task and kernel draw their own random tensors: the caller's random state is left as it was.
     gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     try:
@@ -67,14 +67,34 @@ def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch
         raise Unsubstitutable(str(exc)) from None
     except Exception as exc:  # the task's own replay failed here (another device, another torch)
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
+    return Kernel(pattern, kernel, _kernel_attrs(entry["name"], pattern, kernel))
+
+
+def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
+    """The tensor of ModelNew that takes the place of each of Model's parameters and buffers: the one of
+    the same name; else, where ModelNew's tensors are Model's in count, order, shapes and dtypes (as an
+    evaluation builds both from one seed, whatever their names), the one in the same place."""
     state = dict(kernel.named_parameters()) | dict(kernel.named_buffers())
-    for attr, (shape, _, dtype) in pattern.params.items():
-        have = state.get(attr, getattr(kernel, attr, None))
-        if not isinstance(have, torch.Tensor) or tuple(have.shape) != shape or have.dtype != dtype:
-            raise PatchError(
-                f"{entry['name']}: ModelNew has no tensor `{attr}` of {dtype}{list(shape)} to take the model's own"
-            )
-    return pattern, kernel
+    ours, theirs = list(pattern.params.items()), list(state.items())
+
+    def fits(t, m: tuple) -> bool:
+        return isinstance(t, torch.Tensor) and tuple(t.shape) == m[0] and t.dtype == m[2]
+
+    if all(fits(state.get(a, getattr(kernel, a, None)), m) for a, m in ours):
+        return {a: a for a, _ in ours}
+    in_order = len(ours) == len(theirs) and all(
+        fits(t, m) and "." not in k and (k == a or (k not in pattern.params and a not in state))
+        for (a, m), (k, t) in zip(ours, theirs)
+    )
+    if in_order:
+        return {a: k for (a, _), (k, _) in zip(ours, theirs)}
+    attr, (shape, _, dtype) = next((a, m) for a, m in ours if not fits(state.get(a, getattr(kernel, a, None)), m))
+    listed = lambda pairs: ", ".join(f"{n} {m[2]}{list(m[0])}" for n, m in pairs) or "none"
+    raise PatchError(
+        f"{name}: ModelNew has no tensor `{attr}` of {dtype}{list(shape)} to take the model's own, and its tensors "
+        f"({listed((k, (tuple(t.shape), None, t.dtype)) for k, t in theirs)}) are not Model's "
+        f"({listed(ours)}) in order: name them as Model's, or keep Model's count, order, shapes and dtypes"
+    )
 
 
 class Patch:
@@ -115,17 +135,17 @@ def _signature(p: Pattern) -> tuple:
     return steps, tuple(p.input_meta), tuple(sorted(p.params.items()))
 
 
-def _merge(built: dict[str, tuple[Pattern, torch.nn.Module]], entries: list[dict]) -> dict[str, str]:
+def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
     """Kernels of regions that match the same ops (a layer's add + norm and the final one, captured as
     two tasks that differ in a view after them): one kernel takes them all, the one that fills every
     value the others fill, the faster by its verdict first. Returns {merged kernel: the one that runs}."""
     speed = {e["name"]: e.get("speedup") or 0.0 for e in entries}
     groups: dict[tuple, list[str]] = {}
-    for name, (pattern, _) in built.items():
-        groups.setdefault(_signature(pattern), []).append(name)
+    for name, kernel in built.items():
+        groups.setdefault(_signature(kernel.pattern), []).append(name)
     merged: dict[str, str] = {}
     for names in groups.values():
-        fills = {n: {b.key for b in built[n][0].bases} for n in names}
+        fills = {n: {b.key for b in built[n].pattern.bases} for n in names}
         covering = [n for n in names if all(fills[o] <= fills[n] for o in names)]
         if len(names) < 2 or not covering:
             continue

@@ -48,10 +48,17 @@ class Counts:
     autograd: int = 0  # regions run as the model's own ops because autograd was recording them
 
 
+@dataclass
+class Kernel:
+    pattern: Pattern  # the region's, from its task
+    module: torch.nn.Module  # ModelNew
+    attrs: dict[str, str]  # each of Model's parameters and buffers -> the tensor of ModelNew that takes its place
+
+
 class Substitution(TorchDispatchMode):
     """The dispatch mode a patch enters while one of its regions' module calls runs."""
 
-    def __init__(self, kernels: dict[str, tuple[Pattern, torch.nn.Module]], label: str = "the patch"):
+    def __init__(self, kernels: dict[str, Kernel], label: str = "the patch"):
         super().__init__()
         self.kernels, self.label = kernels, label
         self.warned = False
@@ -93,7 +100,7 @@ class Substitution(TorchDispatchMode):
         # and the residual add alike): each begins a match of its own.
         starts = [
             Match(pattern)
-            for name, (pattern, _) in self.kernels.items()
+            for name, pattern in ((n, k.pattern) for n, k in self.kernels.items())
             if self.enabled[name] and pattern.steps[0].func is func
         ]
         starts = [m for m in starts if m.fits(m.pattern.steps[0].args, here)]
@@ -161,8 +168,8 @@ class Substitution(TorchDispatchMode):
 
     def _kernel(self, match: Match) -> torch.nn.Module:
         """The kernel module bound to this occurrence's real parameters (one per parameter set)."""
-        pattern, base = self.kernels[match.pattern.name]
-        real = {attr: match.bound[Slot("param", attr)] for attr in pattern.params}
+        pattern, base, attrs = (k := self.kernels[match.pattern.name]).pattern, k.module, k.attrs
+        real = {attrs[attr]: match.bound[Slot("param", attr)] for attr in pattern.params}
         key = (pattern.name, *(id(t) for t in real.values()))
         made = self._bound.get(key)
         if made is None:
