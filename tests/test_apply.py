@@ -228,6 +228,68 @@ def test_patch_json_names_the_program_by_its_id_and_keeps_its_iteration(block, t
     assert (entry["program"], entry["iteration"]) == (best.id, best.iteration) == (2, 1)
 
 
+# HONEST, then a Triton kernel that copies the result: on the CPU it runs only in Triton's interpreter.
+TRITON = (
+    HONEST.replace(
+        "import torch.nn.functional as F\n",
+        "import torch.nn.functional as F\nimport triton\nimport triton.language as tl\n",
+    )
+    .replace("        return F.gelu(", "        return _copy(F.gelu(")
+    .rstrip()
+    + """)
+
+
+@triton.jit
+def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def _copy(x):
+    out = torch.empty_like(x)
+    _copy_kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+"""
+)
+
+
+@pytest.mark.parametrize("triton_first, gpu", [(False, True), (True, False), (True, True)])
+def test_a_patch_of_triton_kernels_used_on_the_cpu_sets_the_interpreter_or_says_it_must_be_set(
+    block, tmp_path: Path, triton_first: bool, gpu: bool
+):
+    """Without TRITON_INTERPRET: the patch sets it before triton is imported, or where torch sees no GPU
+    (Triton can run no other way there); with triton imported and a GPU there, it says what it needs."""
+    _patch(block, tmp_path, TRITON, "patch_t")
+    use = f"""
+import sys, torch
+sys.path.insert(0, {str(tmp_path)!r})
+{"import triton" if triton_first else ""}
+torch.cuda.is_available = lambda: {gpu}
+import block_model, patch_t
+model, (x,) = block_model.make()
+with torch.no_grad():
+    want = model(x)
+    try:
+        patch = patch_t.apply(model)
+    except Exception as exc:
+        print(type(exc).__name__ + ":", exc)
+        raise SystemExit(0)
+    got = model(x)
+print(torch.allclose(got, want, atol=1e-5), patch.counts["{Path(block[3]["file"]).stem}"].fired)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, env=env, timeout=300)
+    said = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-2000:]
+    if triton_first and gpu:
+        assert said == (
+            "PatchError: the patch's Triton kernels run on the CPU only in Triton's interpreter: set "
+            "TRITON_INTERPRET=1 before triton is imported (it is imported already and a GPU is there, so the patch "
+            "does not set it)"
+        ), p.stdout + p.stderr
+    else:
+        assert said == "True 1", p.stdout + p.stderr
+
+
 def test_a_patch_folder_is_rewritten_but_a_file_of_the_users_there_is_not_lost(block, tmp_path: Path):
     from kernelsmith.errors import UserError
 

@@ -39,6 +39,10 @@ The kernels have no backward, and a patch never changes gradients: where autogra
 (grad enabled and an input or parameter of the region requires grad) the model's own ops run there,
 counted in patch.counts[name].autograd and said once in a warning. The kernels serve under
 torch.no_grad(), torch.inference_mode(), or where nothing the region reads requires grad.
+
+On the CPU, Triton kernels run only in Triton's interpreter: apply() sets TRITON_INTERPRET=1 when
+triton is not imported yet or torch sees no GPU; otherwise it asks for it (set it before anything
+imports triton).
 """
 
 from pathlib import Path

@@ -11,12 +11,18 @@ model runs untouched. `patch.counts` says how often each kernel took its region.
 The kernels have no backward: where autograd records a region (grad enabled and something the region
 reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
 gradients are the model's. Serve under `torch.no_grad()` or `torch.inference_mode()`.
+
+On the CPU, Triton kernels run only in Triton's interpreter: installing sets TRITON_INTERPRET=1 when
+triton is not imported yet (as `kernelsmith apply` does) or torch sees no GPU, and otherwise says that
+it must be set.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -154,12 +160,34 @@ def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
     return merged
 
 
+def _interpret_triton(root: Path, spec: dict) -> None:
+    """On the CPU, Triton kernels run only in Triton's interpreter (TRITON_INTERPRET=1, read when a kernel
+    is defined). The patch sets it, as `kernelsmith apply` does, when triton is not imported yet, or when
+    torch sees no GPU (then no Triton kernel in the process can run any other way). Where triton is
+    imported and a GPU is there, something else may use Triton on it: the patch leaves the switch alone
+    and says what it needs."""
+    uses = any(_USES_TRITON.search((root / e["kernel"]).read_text(encoding="utf-8")) for e in spec["kernels"])
+    if not uses or os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "yes", "on"):
+        return
+    if "triton" in sys.modules and torch.cuda.is_available():
+        raise PatchError(
+            "the patch's Triton kernels run on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1 "
+            "before triton is imported (it is imported already and a GPU is there, so the patch does not set it)"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+_USES_TRITON = re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE)
+
+
 def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.device | None = None) -> Patch:
     root = Path(patch_dir)
     spec = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
+    if torch.device(device).type == "cpu":
+        _interpret_triton(root, spec)
     built, skipped = {}, {}
     for entry in spec["kernels"]:
         try:
