@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -414,6 +415,31 @@ def test_redrawn_inputs_differ_and_keep_integers(block):
     fresh = _redraw(base, 1)
     assert not torch.equal(fresh[0][0], base[0][0]) and torch.equal(fresh[0][1], base[0][1])
     assert not torch.equal(fresh[1]["cache"][0], base[1]["cache"][0]) and fresh[0][0].shape == (8, 4)
+
+
+def test_the_llama_example_finds_the_projects_kernelsmith_without_an_activated_venv(tmp_path: Path):
+    """run.sh with no kernelsmith on PATH: it takes the project's .venv/bin/kernelsmith (and the Python
+    beside it), or says in one line how to give it one."""
+    example = tmp_path / "examples/llama_decode"
+    example.mkdir(parents=True)
+    shutil.copy(REPO / "examples/llama_decode/run.sh", example / "run.sh")
+    bin_dir = tmp_path / ".venv/bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("kernelsmith", "python"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*"\nexit 3\n')
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    bash = shutil.which("bash") or "/bin/bash"
+    p = subprocess.run([bash, str(example / "run.sh")], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert (
+        p.stdout.strip()
+        == f"kernelsmith capture {example}/model.py:decode_step --out llama_decode_work/capture --device cuda"
+    )
+    shutil.rmtree(tmp_path / ".venv")
+    p = subprocess.run([bash, str(example / "run.sh")], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert f"no kernelsmith on PATH nor in {tmp_path}/.venv: activate the project's venv" in p.stderr
 
 
 def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
