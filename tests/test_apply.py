@@ -3,8 +3,10 @@ checked end to end (CPU; the Llama case with the Triton interpreter)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,11 +17,13 @@ import torch
 from conftest import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsmith.capture.apply import Applied, Chosen, write_patch
+from kernelsmith.capture.apply import Applied, Chosen, choose, read_capture, write_patch
 from kernelsmith.capture.e2e import check, current_timers
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import capture
+from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.store import RunStore
 
 LLAMA = REPO / "examples/llama_decode/model.py"
 KS = Path(sys.executable).parent / "kernelsmith"
@@ -70,9 +74,27 @@ class InPlace(Block):
         return torch.nn.functional.gelu(h)
 
 
+class Sliced(Block):
+    '''The norm region ends in a slice of the GELU's output: part of a value, which no kernel output gives.'''
+
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(16, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.out(torch.nn.functional.gelu(h)[:, :16])
+
+
 def make():
     torch.manual_seed(0)
     return Block(), (torch.randn(4, 32),)
+
+
+def make_sliced():
+    torch.manual_seed(0)
+    return Sliced(), (torch.randn(4, 32),)
 
 
 def make_in_place():
@@ -132,6 +154,16 @@ def _patch(block, tmp_path: Path, code: str, name: str = "patch_a") -> Path:
     return tmp_path / name
 
 
+def _run(run_dir: Path, task_file: Path, codes: list[tuple[str, float]]) -> Path:
+    """A search's store on `task_file`: one correct program per (code, speedup), iterations 0, 1, ..."""
+    store = RunStore(run_dir)
+    store.set_meta("task_source", task_file.read_text())
+    for i, (code, speedup) in enumerate(codes):
+        store.add(Program(i, 0, "tune", code, "correct", correct=True, speedup=speedup))
+    store.close()
+    return run_dir
+
+
 def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path):
     entry = call_entry(block[0], "cpu")
     model, (x,) = entry.model, entry.args
@@ -153,6 +185,110 @@ def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path
     with torch.no_grad(), Count() as removed:
         again = model(x)
     assert torch.equal(again, want) and removed.ops == before.ops
+
+
+def test_a_patch_never_changes_gradients(block, tmp_path: Path):
+    """Where autograd records the region (grad enabled and an input or parameter of it requires grad)
+    the model's own ops run, counted and said once; the kernel serves only where no graph is recorded."""
+    entry = call_entry(block[0], "cpu")
+    model, (x,) = entry.model, entry.args
+    twin = copy.deepcopy(model)
+
+    def grads(m: torch.nn.Module, x_grad: bool = True) -> list[torch.Tensor]:
+        m.zero_grad()
+        xg = x.clone().requires_grad_(x_grad)
+        m(xg).pow(2).sum().backward()
+        return ([xg.grad] if x_grad else []) + [p.grad for p in m.parameters()]
+
+    want, want_params = grads(twin), grads(twin, x_grad=False)
+    patch = install(model, _patch(block, tmp_path, HONEST))
+    with pytest.warns(UserWarning) as said:
+        got, got_params = grads(model), grads(model, x_grad=False)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(got_params, want_params, strict=True))
+    counts = next(iter(patch.counts.values()))
+    assert (counts.fired, counts.autograd) == (0, 2)
+    assert len(said) == 1 and "patch_a" in str(said[0].message) and "autograd" in str(said[0].message)
+    with torch.no_grad():
+        model(x)
+    model.requires_grad_(False)  # grad enabled, but nothing of the region requires it: no graph, the kernel serves
+    model(x)
+    assert (counts.fired, counts.autograd) == (2, 2)
+
+
+def test_patch_json_names_the_program_by_its_id_and_keeps_its_iteration(block, tmp_path: Path):
+    _, cap, manifest, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 1.0), (HONEST + "\n# faster\n", 3.0)])
+    store = RunStore.open_readonly(run)
+    best = store.best()
+    store.close()
+    assert best is not None and best.id is not None and best.id != best.iteration  # ids count from 1
+    picks = choose([run], cap, read_capture(cap))
+    write_patch(tmp_path / "p", cap, manifest, picks)
+    entry = json.loads((tmp_path / "p/patch.json").read_text())["kernels"][0]
+    assert (entry["program"], entry["iteration"]) == (best.id, best.iteration) == (2, 1)
+
+
+# HONEST, then a Triton kernel that copies the result: on the CPU it runs only in Triton's interpreter.
+TRITON = (
+    HONEST.replace(
+        "import torch.nn.functional as F\n",
+        "import torch.nn.functional as F\nimport triton\nimport triton.language as tl\n",
+    )
+    .replace("        return F.gelu(", "        return _copy(F.gelu(")
+    .rstrip()
+    + """)
+
+
+@triton.jit
+def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def _copy(x):
+    out = torch.empty_like(x)
+    _copy_kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+"""
+)
+
+
+@pytest.mark.parametrize("triton_first, gpu", [(False, True), (True, False), (True, True)])
+def test_a_patch_of_triton_kernels_used_on_the_cpu_sets_the_interpreter_or_says_it_must_be_set(
+    block, tmp_path: Path, triton_first: bool, gpu: bool
+):
+    """Without TRITON_INTERPRET: the patch sets it before triton is imported, or where torch sees no GPU
+    (Triton can run no other way there); with triton imported and a GPU there, it says what it needs."""
+    _patch(block, tmp_path, TRITON, "patch_t")
+    use = f"""
+import sys, torch
+sys.path.insert(0, {str(tmp_path)!r})
+{"import triton" if triton_first else ""}
+torch.cuda.is_available = lambda: {gpu}
+import block_model, patch_t
+model, (x,) = block_model.make()
+with torch.no_grad():
+    want = model(x)
+    try:
+        patch = patch_t.apply(model)
+    except Exception as exc:
+        print(type(exc).__name__ + ":", exc)
+        raise SystemExit(0)
+    got = model(x)
+print(torch.allclose(got, want, atol=1e-5), patch.counts["{Path(block[3]["file"]).stem}"].fired)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, env=env, timeout=300)
+    said = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-2000:]
+    if triton_first and gpu:
+        assert said == (
+            "PatchError: the patch's Triton kernels run on the CPU only in Triton's interpreter: set "
+            "TRITON_INTERPRET=1 before triton is imported (it is imported already and a GPU is there, so the patch "
+            "does not set it)"
+        ), p.stdout + p.stderr
+    else:
+        assert said == "True 1", p.stdout + p.stderr
 
 
 def test_a_patch_folder_is_rewritten_but_a_file_of_the_users_there_is_not_lost(block, tmp_path: Path):
@@ -183,19 +319,38 @@ def test_a_value_the_model_reads_itself_is_computed_for_real(block, tmp_path, va
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_a_kernel_without_the_module_parameter_is_refused_in_one_line(block, tmp_path: Path):
+def test_a_kernel_whose_tensors_are_named_otherwise_is_bound_by_their_order(block, tmp_path: Path):
+    """Evaluation builds Model and ModelNew from one seed, whatever the names: where ModelNew's tensors
+    are Model's in count, order, shapes and dtypes, each takes the place of the one in the same place."""
     entry = call_entry(block[0], "cpu")
-    code = HONEST.replace("self.weight = nn.Parameter(", "self.scale = nn.Parameter(").replace(
+    model, (x,) = entry.model, entry.args
+    with torch.no_grad():
+        want = model(x)
+    renamed = HONEST.replace("self.weight = nn.Parameter(", "self.scale = nn.Parameter(").replace(
         "self.weight,", "self.scale,"
     )
+    patch = install(model, _patch(block, tmp_path, renamed))
+    with torch.no_grad():
+        got = model(x)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5) and next(iter(patch.counts.values())).fired == 1
+    patch.remove()
+    # One tensor more than Model's: no order to go by, and the error says what to do.
+    extra = renamed.replace("    def forward", "        self.shift = nn.Parameter(torch.zeros(48))\n\n    def forward")
     with pytest.raises(PatchError) as exc:
-        install(entry.model, _patch(block, tmp_path, code))
-    assert "ModelNew has no tensor `weight`" in str(exc.value) and "\n" not in str(exc.value)
+        install(entry.model, _patch(block, tmp_path, extra, "patch_e"))
+    assert str(exc.value).endswith(
+        "ModelNew has no tensor `weight` of torch.float32[48] to take the model's own, and its tensors (scale "
+        "torch.float32[48], shift torch.float32[48]) are not Model's (weight torch.float32[48]) in order: name "
+        "them as Model's, or keep Model's count, order, shapes and dtypes"
+    )
+    assert "\n" not in str(exc.value)
     with pytest.raises(PatchError, match="loading its task or kernel raised NameError"):
         install(entry.model, _patch(block, tmp_path, HONEST + "\nundefined_name\n", "patch_b"))
 
 
-def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Path):
+def test_a_region_that_writes_its_input_in_place_is_substituted(tmp_path: Path):
+    """`h.mul_(2.0)` on the Linear's output, then the norm: the task scales a clone of h; the kernel
+    (here the task's own Model) serves the region and h is written as the model's mul_ writes it."""
     path = tmp_path / "block_model.py"
     path.write_text(textwrap.dedent(BLOCK))
     capture(f"{path}:make_in_place", tmp_path / "cap")
@@ -203,17 +358,38 @@ def test_a_region_that_writes_its_input_is_left_out_with_the_reason(tmp_path: Pa
     task = next(t for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
     assert "mul_.Tensor" in task["ops"]
     chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
-    write_patch(tmp_path / "p", tmp_path / "cap", manifest, [(chosen, HONEST, task)])
+    kernel = (tmp_path / "cap" / task["file"]).read_text() + "\n\nModelNew = Model\n"
+    write_patch(tmp_path / "p", tmp_path / "cap", manifest, [(chosen, kernel, task)])
     entry = call_entry(f"{path}:make_in_place", "cpu")
     patch = install(entry.model, tmp_path / "p")
-    assert patch.skipped == {
-        chosen.name: "it writes a tensor in place (aten.mul_.Tensor); apply substitutes pure regions only"
-    }
-    assert not patch.mode.kernels and not patch.handles
-    # a patch whose every kernel is left out did nothing: its check does not pass
+    assert not patch.skipped
     done = check(entry, patch, "cpu", reps=2)
-    assert done.outputs_match and done.skipped == patch.skipped
-    assert not Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
+    assert done.outputs_match and done.fired == {chosen.name: 1.0}
+    assert Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
+
+
+def test_an_apply_whose_every_kernel_is_left_out_fails_and_says_why(tmp_path: Path):
+    path = tmp_path / "block_model.py"
+    path.write_text(textwrap.dedent(BLOCK))
+    capture(f"{path}:make_sliced", tmp_path / "cap")
+    task = next(t for t in read_capture(tmp_path / "cap")["tasks"] if t["file"] and "gelu.default" in t["ops"])
+    assert task["ops"][-1] == "slice.Tensor"
+    run = _run(tmp_path / "run", tmp_path / "cap" / task["file"], [(HONEST, 2.0)])
+    p = subprocess.run(
+        [str(KS), "apply", str(run), "--capture", "cap", "--out", "p", "--reps", "2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    out = " ".join(p.stdout.split())
+    why = "an output is made by aten.slice.Tensor after its last compute op"
+    assert p.returncode == 1 and f"not substituted: {why}" in out, p.stdout + p.stderr
+    assert (
+        f"-> check failed: no kernel could be substituted, so the patch does nothing ({task['file'][:-3]}: {why}" in out
+    )
+    applied = json.loads((tmp_path / "p/apply.json").read_text())
+    assert applied["e2e"]["outputs_match"] and applied["e2e"]["skipped"]
 
 
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):
@@ -239,6 +415,31 @@ def test_redrawn_inputs_differ_and_keep_integers(block):
     fresh = _redraw(base, 1)
     assert not torch.equal(fresh[0][0], base[0][0]) and torch.equal(fresh[0][1], base[0][1])
     assert not torch.equal(fresh[1]["cache"][0], base[1]["cache"][0]) and fresh[0][0].shape == (8, 4)
+
+
+def test_the_llama_example_finds_the_projects_kernelsmith_without_an_activated_venv(tmp_path: Path):
+    """run.sh with no kernelsmith on PATH: it takes the project's .venv/bin/kernelsmith (and the Python
+    beside it), or says in one line how to give it one."""
+    example = tmp_path / "examples/llama_decode"
+    example.mkdir(parents=True)
+    shutil.copy(REPO / "examples/llama_decode/run.sh", example / "run.sh")
+    bin_dir = tmp_path / ".venv/bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("kernelsmith", "python"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*"\nexit 3\n')
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    bash = shutil.which("bash") or "/bin/bash"
+    p = subprocess.run([bash, str(example / "run.sh")], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert (
+        p.stdout.strip()
+        == f"kernelsmith capture {example}/model.py:decode_step --out llama_decode_work/capture --device cuda"
+    )
+    shutil.rmtree(tmp_path / ".venv")
+    p = subprocess.run([bash, str(example / "run.sh")], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert f"no kernelsmith on PATH nor in {tmp_path}/.venv: activate the project's venv" in p.stderr
 
 
 def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):

@@ -27,11 +27,22 @@ from kernelsmith.errors import UserError
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
-RUNTIME = ("pattern.py", "substitute.py", "patch_runtime.py")
+RUNTIME = ("pattern.py", "match.py", "substitute.py", "patch_runtime.py")
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
 
     import {package}
     patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
+    with torch.no_grad():            # or torch.inference_mode()
+        out = model(*inputs)
+
+The kernels have no backward, and a patch never changes gradients: where autograd records a region
+(grad enabled and an input or parameter of the region requires grad) the model's own ops run there,
+counted in patch.counts[name].autograd and said once in a warning. The kernels serve under
+torch.no_grad(), torch.inference_mode(), or where nothing the region reads requires grad.
+
+On the CPU, Triton kernels run only in Triton's interpreter: apply() sets TRITON_INTERPRET=1 when
+triton is not imported yet or torch sees no GPU; otherwise it asks for it (set it before anything
+imports triton).
 """
 
 from pathlib import Path
@@ -53,8 +64,9 @@ class Chosen:
     share: float  # of the captured forward's time
     calls: int  # per forward, as captured
     speedup: float | None  # the kernel's verdict speedup over the task's reference
-    program: int | None  # iteration of the best program
+    program: int | None  # the best program's id in the run's store (as `runs`, best.py and summary.json name it)
     why: str | None = None  # None: in the patch
+    iteration: int | None = None  # the search iteration that made it
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -100,7 +112,7 @@ def choose(
         if best is None or best.code is None:
             chosen.why = "no successful program in the run"
         else:
-            chosen.speedup, chosen.program = best.speedup, best.iteration
+            chosen.speedup, chosen.program, chosen.iteration = best.speedup, best.id, best.iteration
             if best.speedup is None or best.speedup < min_speedup:
                 speedup = f"{best.speedup or 0:.3g}x"
                 chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
@@ -135,6 +147,7 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
                 speedup=chosen.speedup,
                 run_dir=chosen.run_dir,
                 program=chosen.program,
+                iteration=chosen.iteration,
             )
         )
     spec = dict(entry=manifest["entry"], device=manifest.get("device", "cpu"), kernels=entries)
@@ -154,12 +167,28 @@ class Applied:
 
     @property
     def ok(self) -> bool:
-        """The check passed: outputs match, every kernel took its regions, no timer was replaced."""
+        """The check passed: some kernel was substituted, outputs match, every substituted kernel took
+        its regions, no timer was replaced."""
+        return self.failure is None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the check failed, in one line (None: it passed, or did not run)."""
         if self.e2e is None:
-            return True
+            return None
         e = self.e2e
         applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
-        return bool(applied) and e.outputs_match and e.forged is None and all(self.took(c) for c in applied)
+        if not applied:
+            why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
+            return f"no kernel could be substituted, so the patch does nothing ({why})"
+        if not e.outputs_match:
+            return e.mismatch or "outputs differ from the model's"
+        if e.forged:
+            return e.forged
+        idle = [c.name for c in applied if not self.took(c)]
+        if idle:
+            return f"{', '.join(idle)} never took its region (it did none of the model's work)"
+        return None
 
     def took(self, c: Chosen) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""

@@ -7,19 +7,29 @@
 candidate file (`ModelNew`), and the module paths whose calls hold the region. While one of those
 module calls runs, the patch's dispatch mode substitutes the region (substitute.py); outside them the
 model runs untouched. `patch.counts` says how often each kernel took its region.
+
+The kernels have no backward: where autograd records a region (grad enabled and something the region
+reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
+gradients are the model's. Serve under `torch.no_grad()` or `torch.inference_mode()`.
+
+On the CPU, Triton kernels run only in Triton's interpreter: installing sets TRITON_INTERPRET=1 when
+triton is not imported yet (as `kernelsmith apply` does) or torch sees no GPU, and otherwise says that
+it must be set.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
 import torch
 
-from .pattern import Pattern, PatternError, trace
-from .substitute import Counts, Substitution
+from .pattern import Pattern, PatternError, trace, written_slots
+from .substitute import Counts, Kernel, Substitution
 
 MANIFEST = "patch.json"
 
@@ -43,8 +53,8 @@ def _load(path: Path, label: str):
     return module
 
 
-def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch.nn.Module]:
-    """One kernel's pattern (from its task) and its ModelNew, both on `device`."""
+def build(root: Path, entry: dict, device: torch.device) -> Kernel:
+    """One kernel: its region's pattern (from its task) and its ModelNew, both on `device`."""
     # The task and kernel draw their own random tensors: the caller's random state is left as it was.
     gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     try:
@@ -57,19 +67,40 @@ def build(root: Path, entry: dict, device: torch.device) -> tuple[Pattern, torch
     except Exception as exc:  # the kernel's own code: whatever it raises is its failure to load
         raise PatchError(f"{entry['name']}: loading its task or kernel raised {type(exc).__name__}: {exc}") from None
     try:
-        pattern = trace(entry["name"], reference, inputs)
+        written = written_slots((root / entry["task"]).read_text(encoding="utf-8"))
+        pattern = trace(entry["name"], reference, inputs, written)
     except PatternError as exc:
         raise Unsubstitutable(str(exc)) from None
     except Exception as exc:  # the task's own replay failed here (another device, another torch)
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
+    return Kernel(pattern, kernel, _kernel_attrs(entry["name"], pattern, kernel))
+
+
+def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
+    """The tensor of ModelNew that takes the place of each of Model's parameters and buffers: the one of
+    the same name; else, where ModelNew's tensors are Model's in count, order, shapes and dtypes (as an
+    evaluation builds both from one seed, whatever their names), the one in the same place."""
     state = dict(kernel.named_parameters()) | dict(kernel.named_buffers())
-    for attr, (shape, _, dtype) in pattern.params.items():
-        have = state.get(attr, getattr(kernel, attr, None))
-        if not isinstance(have, torch.Tensor) or tuple(have.shape) != shape or have.dtype != dtype:
-            raise PatchError(
-                f"{entry['name']}: ModelNew has no tensor `{attr}` of {dtype}{list(shape)} to take the model's own"
-            )
-    return pattern, kernel
+    ours, theirs = list(pattern.params.items()), list(state.items())
+
+    def fits(t, m: tuple) -> bool:
+        return isinstance(t, torch.Tensor) and tuple(t.shape) == m[0] and t.dtype == m[2]
+
+    if all(fits(state.get(a, getattr(kernel, a, None)), m) for a, m in ours):
+        return {a: a for a, _ in ours}
+    in_order = len(ours) == len(theirs) and all(
+        fits(t, m) and "." not in k and (k == a or (k not in pattern.params and a not in state))
+        for (a, m), (k, t) in zip(ours, theirs)
+    )
+    if in_order:
+        return {a: k for (a, _), (k, _) in zip(ours, theirs)}
+    attr, (shape, _, dtype) = next((a, m) for a, m in ours if not fits(state.get(a, getattr(kernel, a, None)), m))
+    listed = lambda pairs: ", ".join(f"{n} {m[2]}{list(m[0])}" for n, m in pairs) or "none"
+    raise PatchError(
+        f"{name}: ModelNew has no tensor `{attr}` of {dtype}{list(shape)} to take the model's own, and its tensors "
+        f"({listed((k, (tuple(t.shape), None, t.dtype)) for k, t in theirs)}) are not Model's "
+        f"({listed(ours)}) in order: name them as Model's, or keep Model's count, order, shapes and dtypes"
+    )
 
 
 class Patch:
@@ -110,17 +141,17 @@ def _signature(p: Pattern) -> tuple:
     return steps, tuple(p.input_meta), tuple(sorted(p.params.items()))
 
 
-def _merge(built: dict[str, tuple[Pattern, torch.nn.Module]], entries: list[dict]) -> dict[str, str]:
+def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
     """Kernels of regions that match the same ops (a layer's add + norm and the final one, captured as
     two tasks that differ in a view after them): one kernel takes them all, the one that fills every
     value the others fill, the faster by its verdict first. Returns {merged kernel: the one that runs}."""
     speed = {e["name"]: e.get("speedup") or 0.0 for e in entries}
     groups: dict[tuple, list[str]] = {}
-    for name, (pattern, _) in built.items():
-        groups.setdefault(_signature(pattern), []).append(name)
+    for name, kernel in built.items():
+        groups.setdefault(_signature(kernel.pattern), []).append(name)
     merged: dict[str, str] = {}
     for names in groups.values():
-        fills = {n: {b.key for b in built[n][0].bases} for n in names}
+        fills = {n: {b.key for b in built[n].pattern.bases} for n in names}
         covering = [n for n in names if all(fills[o] <= fills[n] for o in names)]
         if len(names) < 2 or not covering:
             continue
@@ -129,12 +160,34 @@ def _merge(built: dict[str, tuple[Pattern, torch.nn.Module]], entries: list[dict
     return merged
 
 
+def _interpret_triton(root: Path, spec: dict) -> None:
+    """On the CPU, Triton kernels run only in Triton's interpreter (TRITON_INTERPRET=1, read when a kernel
+    is defined). The patch sets it, as `kernelsmith apply` does, when triton is not imported yet, or when
+    torch sees no GPU (then no Triton kernel in the process can run any other way). Where triton is
+    imported and a GPU is there, something else may use Triton on it: the patch leaves the switch alone
+    and says what it needs."""
+    uses = any(_USES_TRITON.search((root / e["kernel"]).read_text(encoding="utf-8")) for e in spec["kernels"])
+    if not uses or os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "yes", "on"):
+        return
+    if "triton" in sys.modules and torch.cuda.is_available():
+        raise PatchError(
+            "the patch's Triton kernels run on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1 "
+            "before triton is imported (it is imported already and a GPU is there, so the patch does not set it)"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+_USES_TRITON = re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE)
+
+
 def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.device | None = None) -> Patch:
     root = Path(patch_dir)
     spec = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
+    if torch.device(device).type == "cpu":
+        _interpret_triton(root, spec)
     built, skipped = {}, {}
     for entry in spec["kernels"]:
         try:
@@ -142,7 +195,7 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         except Unsubstitutable as exc:
             skipped[entry["name"]] = str(exc)
     merged = _merge(built, spec["kernels"])
-    mode = Substitution({name: k for name, k in built.items() if name not in merged})
+    mode = Substitution({name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, mode)
     patch.merged, patch.skipped = merged, skipped
     depth = [0]

@@ -5,6 +5,7 @@ value). Torch only: `kernelsmith apply` copies this file into the patch it write
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ class Step:
     out: Any  # its result with tensors as Slot("val", n)
     out_meta: dict[int, tuple]  # val n -> (shape, stride, dtype)
     deferred: bool  # a compute op: answered with an empty tensor, its work done by the kernel
+    aliases: dict[int, Slot] = field(default_factory=dict)  # val n -> the argument it is (an in-place op's result)
 
 
 @dataclass
@@ -44,7 +46,8 @@ class Pattern:
     params: dict[str, tuple]  # attribute -> (shape, stride, dtype)
     outputs: list[Slot]
     last: int = 0  # index of the last deferred step: the kernel runs there
-    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or reshapes
+    bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or is a view of
+    unviews: list[list[Step]] = field(default_factory=list)  # per output: the views after `last` that make it
     input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
 
     def __post_init__(self) -> None:
@@ -71,17 +74,32 @@ def _is_compute(func, args: tuple, kwargs: dict, result: Any) -> bool:
     return not func.is_view and func.overloadpacket.__name__ not in GLUE and reads and makes
 
 
+# How capture writes a task whose region writes one of its inputs in place: the forward first clones
+# the input (`w1 = x1.clone()`, `w2 = self.cache.clone()`) and writes the clone (write_task.render).
+_CLONED = re.compile(r"^\s+w\d+ = (x\d+|self\.\w+)\.clone\(\)\s*$", re.MULTILINE)
+
+
+def written_slots(task_source: str) -> list[Slot]:
+    """The inputs and parameters a task's region writes in place in the model (the ones it clones first)."""
+    names = _CLONED.findall(task_source)
+    return [Slot("in", int(n[1:])) if n.startswith("x") else Slot("param", n.removeprefix("self.")) for n in names]
+
+
 class _Tracer(TorchDispatchMode):
-    def __init__(self, slots: dict[int, Slot]):
+    def __init__(self, slots: dict[int, Slot], written: list[Slot]):
         super().__init__()
         self.slots, self.steps, self.keep = slots, [], []
         self.values = 0
+        self.cloned = set(written)  # the task's clones of these stand for the model's own tensors
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        if writes(func, args, kwargs):
-            raise PatternError(f"it writes a tensor in place ({func}); apply substitutes pure regions only")
+        if func is torch.ops.aten.clone.default and not kwargs and self.slots.get(id(args[0])) in self.cloned:
+            self.cloned.discard(slot := self.slots[id(args[0])])
+            self.slots[id(result)] = slot  # the model runs no clone: the ops that follow write its tensor
+            self.keep.append(result)
+            return result
 
         def slot_of(x):
             if not isinstance(x, torch.Tensor):
@@ -91,58 +109,105 @@ class _Tracer(TorchDispatchMode):
             return self.slots[id(x)]
 
         r_args = pytree.tree_map(slot_of, (args, kwargs))
+        given = {id(x): slot_of(x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)}
         metas: dict[int, tuple] = {}
+        aliases: dict[int, Slot] = {}
 
         def new_val(x):
             if not isinstance(x, torch.Tensor):
                 return x
             n = self.values
             self.values += 1
+            if id(x) in given:
+                aliases[n] = given[id(x)]
             self.slots[id(x)] = Slot("val", n)
             self.keep.append(x)  # alive, so that no later tensor reuses its id
             metas[n] = meta(x)
             return Slot("val", n)
 
         out = pytree.tree_map(new_val, result)
-        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result)))
+        self.steps.append(Step(func, r_args, out, metas, _is_compute(func, args, kwargs, result), aliases))
         return result
 
 
-def trace(name: str, model: torch.nn.Module, inputs: list) -> Pattern:
-    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from."""
+def trace(name: str, model: torch.nn.Module, inputs: list, written: list[Slot] | None = None) -> Pattern:
+    """The pattern of a task's Model: its ops with every tensor argument traced to where it came from.
+    `written`: the inputs and parameters the region writes in place (`written_slots`)."""
     slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
     params = dict(model.named_parameters()) | dict(model.named_buffers())
     slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
-    tracer = _Tracer(slots)
+    tracer = _Tracer(slots, written or [])
     with torch.no_grad(), tracer:
         result = model(*inputs)
     leaves = list(result) if isinstance(result, (tuple, list)) else [result]
     outputs = []
     for leaf in leaves:
         slot = slots.get(id(leaf)) if isinstance(leaf, torch.Tensor) else None
-        if slot is None or slot.kind != "val":
+        if slot is None or (slot.kind != "val" and slot not in (written or [])):
             raise PatternError("an output of its Model is not a value its ops make")
         outputs.append(slot)
     if not any(s.deferred for s in tracer.steps):
         raise PatternError("its Model runs no compute op")
     pattern = Pattern(name, tracer.steps, len(inputs), {a: meta(t) for a, t in params.items()}, outputs)
     pattern.input_meta = [meta(t) for t in inputs]
-    pattern.bases = [_base(pattern, o) for o in outputs]
+    for out in outputs:
+        base, unviews = _base(pattern, out)
+        pattern.bases.append(base)
+        pattern.unviews.append(unviews)
     return pattern
 
 
-def _base(pattern: Pattern, out: Slot) -> Slot:
-    """The value made by the last compute op or before that `out` is, or reshapes (a view the region
-    borrowed at its end, such as `view` before the next Linear, runs in the model on the kernel's output)."""
-    slot = out
-    while True:
+def slot_meta(pattern: Pattern, slot: Slot) -> tuple:
+    """(shape, stride, dtype) of a slot: an input's, a parameter's, or the value's where it is made."""
+    if slot.kind == "in":
+        return pattern.input_meta[slot.key]
+    if slot.kind == "param":
+        return pattern.params[slot.key]
+    return next(s.out_meta[slot.key] for s in pattern.steps if slot.key in s.out_meta)
+
+
+def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step]]:
+    """The value made by the last compute op or before that `out` is, or is a view of, and the views
+    after the last compute op that make `out` of it (a view the region borrowed at its end, such as the
+    `expand` and `view` before the next bmm, runs in the model on the value the kernel's output gives)."""
+    slot, unviews = out, []
+    while slot.kind == "val":
         step = next(s for s in pattern.steps if slot.key in s.out_meta)
         if pattern.steps.index(step) <= pattern.last:
-            return slot
+            break
         ins = [x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)]
-        if step.func.overloadpacket.__name__ not in _RESHAPES or len(ins) != 1 or ins[0].kind != "val":
-            raise PatternError(f"an output is made by {step.func} after its last compute op")
-        slot = ins[0]
+        name = step.func.overloadpacket.__name__
+        if name not in _WHOLE_VIEWS or len(ins) != 1 or step.func._overloadname == "dtype":
+            why = "a view of part of it" if step.func.is_view else "not a view"
+            raise PatternError(
+                f"an output is made by {step.func} after its last compute op ({why}: the kernel's output "
+                "cannot give the value it is made of)"
+            )
+        slot, unviews = ins[0], [step, *unviews]
+    return slot, unviews
 
 
-_RESHAPES = frozenset("view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias".split())
+# Views that keep every element of their input: the input follows from the output (`unview`).
+_WHOLE_VIEWS = frozenset(
+    "view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias detach expand transpose t permute".split()
+)
+
+
+def unview(pattern: Pattern, step: Step, got: torch.Tensor) -> torch.Tensor:
+    """The tensor that `step` (one of _WHOLE_VIEWS, after the last compute op) made `got` of."""
+    name, args = step.func.overloadpacket.__name__, step.args[0]
+    shape = slot_meta(pattern, next(x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)))[0]
+    if name == "expand":  # its broadcast dimensions hold copies: keep one
+        got = got[(0,) * (got.dim() - len(shape))]
+        for d, n in enumerate(shape):
+            if n == 1 and got.shape[d] != 1:
+                got = got.narrow(d, 0, 1)
+        return got
+    if name == "transpose":
+        return got.transpose(args[1], args[2])
+    if name == "t":
+        return got.t()
+    if name == "permute":
+        dims = [d % got.dim() for d in args[1]]
+        return got.permute([dims.index(d) for d in range(len(dims))])
+    return got.reshape(shape)

@@ -9,23 +9,33 @@ from: input k, parameter `attr`, or an earlier op's value). While one of the reg
 runs, a TorchDispatchMode compares the ops that arrive with the pattern. Views and tensor creation run
 as usual; the pattern's compute ops are not run but answered with empty tensors of the recorded shape;
 when the last compute op arrives, the kernel (`ModelNew`, bound to the real module's parameters) runs
-once on the region's real inputs and its outputs take the place of the region's. An op outside the
-pattern that reads a deferred value, or writes one of the region's inputs, or the end of the module
-call, first runs the deferred ops for real (the match is dropped), so a partial match never changes
-the model's results. Hand-written because no library substitutes an aten sequence in eager mode.
+once on the region's real inputs and its outputs take the place of the region's (an output that the
+region makes by views after its last compute op gives the value under them: pattern.unview). A write
+in place to the model's own tensors waits too, and is made after the kernel ran (match.py). An op
+outside the pattern that reads a deferred value, reads or writes a tensor whose write waits, or writes
+one of the region's inputs, or the end of the module call, first runs the deferred ops for real (the
+match is dropped), so a partial match never changes the model's results. Hand-written because no
+library substitutes an aten sequence in eager mode.
+
+The kernels have no backward: a compute op that autograd records (grad enabled and a tensor it reads
+requires grad) is never answered by a placeholder. A match that meets one runs as the model's own ops
+(counted in `autograd`, and said once per patch in a warning), so a patch never changes gradients; the
+kernel serves where no graph is recorded (`torch.no_grad()`, `torch.inference_mode()`, or nothing the
+region reads requires grad).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
+import warnings
+from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from .pattern import Pattern, Slot, Step, meta, writes
+from .match import Deferred, Match, storage, tensors
+from .pattern import Pattern, Slot, Step, slot_meta, unview, writes
 
 MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
 
@@ -35,62 +45,26 @@ class Counts:
     fired: int = 0  # regions the kernel took
     dropped: int = 0  # partial matches run as the model's own ops
     recomputed: int = 0  # taken regions whose inner values the model read after all (run for real then)
+    autograd: int = 0  # regions run as the model's own ops because autograd was recording them
 
 
 @dataclass
-class _Match:
-    pattern: Pattern
-    pos: int = 0
-    bound: dict[Slot, torch.Tensor] = field(default_factory=dict)
-    deferred: list[tuple[Step, Any, Any]] = field(default_factory=list)  # (step, real args, placeholders)
-    tainted: set[int] = field(default_factory=set)  # ids of placeholders and views of them
-    viewed: set[int] = field(default_factory=set)  # placeholders a view was taken of
-    inner: set[int] = field(default_factory=set)  # placeholders (and their views) that no output fills
-
-    def fits(self, template, actual) -> bool:
-        if isinstance(template, Slot):
-            if not isinstance(actual, torch.Tensor):
-                return False
-            have = self.bound.get(template)
-            if have is not None:
-                return have is actual
-            if template.kind == "val":
-                return False
-            metas = self.pattern.params if template.kind == "param" else self.pattern.input_meta
-            return meta(actual) == metas[template.key]
-        if isinstance(template, (list, tuple)):
-            return (
-                isinstance(actual, (list, tuple))
-                and len(template) == len(actual)
-                and all(self.fits(t, a) for t, a in zip(template, actual))
-            )
-        if isinstance(template, dict):
-            return (
-                isinstance(actual, dict)
-                and template.keys() == actual.keys()
-                and all(self.fits(template[k], actual[k]) for k in template)
-            )
-        if isinstance(template, torch.device):
-            return isinstance(actual, torch.device) and template.type == actual.type
-        if isinstance(actual, torch.Tensor):
-            return False
-        return type(template) is type(actual) and template == actual
-
-    def bind(self, template, actual) -> None:
-        for t, a in zip(pytree.tree_leaves(template), pytree.tree_leaves(actual)):
-            if isinstance(t, Slot) and isinstance(a, torch.Tensor):
-                self.bound.setdefault(t, a)
+class Kernel:
+    pattern: Pattern  # the region's, from its task
+    module: torch.nn.Module  # ModelNew
+    attrs: dict[str, str]  # each of Model's parameters and buffers -> the tensor of ModelNew that takes its place
 
 
 class Substitution(TorchDispatchMode):
     """The dispatch mode a patch enters while one of its regions' module calls runs."""
 
-    def __init__(self, kernels: dict[str, tuple[Pattern, torch.nn.Module]]):
+    def __init__(self, kernels: dict[str, Kernel], label: str = "the patch"):
         super().__init__()
-        self.kernels = kernels
+        self.kernels, self.label = kernels, label
+        self.warned = False
         self.enabled: dict[str, int] = {name: 0 for name in kernels}
-        self.open: list[_Match] = []
-        self.fired: list[_Match] = []  # taken in this module call, kept to recompute an inner value read late
+        self.open: list[Match] = []
+        self.fired: list[Match] = []  # taken in this module call, kept to recompute an inner value read late
         self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
         self._bound: dict[tuple, torch.nn.Module] = {}
 
@@ -98,12 +72,23 @@ class Substitution(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         here = (args, kwargs)
+        recorded = torch.is_grad_enabled() and any(
+            x.requires_grad for x in pytree.tree_leaves(here) if isinstance(x, torch.Tensor)
+        )
         fitting = [
             m for m in self.open if m.pattern.steps[m.pos].func is func and m.fits(m.pattern.steps[m.pos].args, here)
         ]
+        if recorded:  # a compute op autograd records is the model's own: its match runs for real
+            for match in [m for m in fitting if m.pattern.steps[m.pos].deferred]:
+                fitting.remove(match)
+                self._drop(match)
+                self._recorded(match.pattern.name)
+        ts = tensors(here)
+        for match in [m for m in self.open if m not in fitting and m.touches_dirty(ts)]:
+            self._drop(match)  # the op reads or writes a tensor whose write the match deferred
         if fitting:
             return self._take(fitting, args, kwargs)
-        reads = {id(x) for x in pytree.tree_leaves(here) if isinstance(x, torch.Tensor)}
+        reads = {id(x) for x in ts}
         written = {id(x) for x in writes(func, args, kwargs)}
         for match in list(self.open):
             if reads & match.tainted or any(id(t) in written for t in match.bound.values()):
@@ -114,11 +99,15 @@ class Substitution(TorchDispatchMode):
         # An op may begin several patterns (a view of a projection's output begins the rotary embedding
         # and the residual add alike): each begins a match of its own.
         starts = [
-            _Match(pattern)
-            for name, (pattern, _) in self.kernels.items()
+            Match(pattern)
+            for name, pattern in ((n, k.pattern) for n, k in self.kernels.items())
             if self.enabled[name] and pattern.steps[0].func is func
         ]
         starts = [m for m in starts if m.fits(m.pattern.steps[0].args, here)]
+        if recorded:
+            for match in [m for m in starts if m.pattern.steps[0].deferred]:
+                starts.remove(match)
+                self._recorded(match.pattern.name)
         for match in starts:
             self.open.append(match)
             if len([m for m in self.open if m.pattern is match.pattern]) > MAX_OPEN:
@@ -127,7 +116,7 @@ class Substitution(TorchDispatchMode):
             return self._take(starts, args, kwargs)
         return func(*args, **kwargs)
 
-    def _take(self, matches: list[_Match], args: tuple, kwargs: dict):
+    def _take(self, matches: list[Match], args: tuple, kwargs: dict):
         """The op is the next step of `matches`: a view or creation runs once for all of them; a compute
         op is deferred (or fires the kernel) for the first, as one op's result can be answered once."""
         if matches[0].pattern.steps[matches[0].pos].deferred:
@@ -147,33 +136,40 @@ class Substitution(TorchDispatchMode):
             match.bind(step.out, result)
         return result
 
-    def _defer(self, match: _Match, step: Step, args: tuple, kwargs: dict):
+    def _defer(self, match: Match, step: Step, args: tuple, kwargs: dict):
         match.bind(step.args, (args, kwargs))
+        for key, arg in step.aliases.items():  # an in-place op's result is the tensor it writes
+            match.bound[Slot("val", key)] = match.bound[arg]
         index, match.pos = match.pos, match.pos + 1
+        writes_own = [w for w in writes(step.func, args, kwargs) if id(w) not in match.tainted]
+        match.dirty |= {storage(w) for w in writes_own}
         if index == match.pattern.last:
-            return self._fire(match, step, args, kwargs)
-        device = next(x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor))
+            return self._fire(match, step, Deferred(step, (args, kwargs), None, writes_own))
+        device = tensors((args, kwargs))[0].device
 
         def placeholder(slot):
             if not isinstance(slot, Slot):
                 return slot
+            if slot.key in step.aliases:
+                return match.bound[Slot("val", slot.key)]
             shape, stride, dtype = step.out_meta[slot.key]
             return torch.empty_strided(shape, stride, dtype=dtype, device=device)
 
         result = pytree.tree_map(placeholder, step.out)
-        match.deferred.append((step, (args, kwargs), result))
-        match.tainted |= {id(x) for x in pytree.tree_leaves(result) if isinstance(x, torch.Tensor)}
-        filled = {b.key for b in match.pattern.bases}
+        match.deferred.append(Deferred(step, (args, kwargs), result, writes_own))
+        filled = {b.key for b in match.pattern.bases if b.kind == "val"}
         for slot, x in zip(pytree.tree_leaves(step.out), pytree.tree_leaves(result)):
-            if isinstance(slot, Slot) and slot.key not in filled:
-                match.inner.add(id(x))
+            if isinstance(slot, Slot) and slot.key not in step.aliases:
+                match.tainted.add(id(x))
+                if slot.key not in filled:
+                    match.inner.add(id(x))
         match.bind(step.out, result)
         return result
 
-    def _kernel(self, match: _Match) -> torch.nn.Module:
+    def _kernel(self, match: Match) -> torch.nn.Module:
         """The kernel module bound to this occurrence's real parameters (one per parameter set)."""
-        pattern, base = self.kernels[match.pattern.name]
-        real = {attr: match.bound[Slot("param", attr)] for attr in pattern.params}
+        pattern, base, attrs = (k := self.kernels[match.pattern.name]).pattern, k.module, k.attrs
+        real = {attrs[attr]: match.bound[Slot("param", attr)] for attr in pattern.params}
         key = (pattern.name, *(id(t) for t in real.values()))
         made = self._bound.get(key)
         if made is None:
@@ -189,77 +185,90 @@ class Substitution(TorchDispatchMode):
             self._bound[key] = made
         return made
 
-    def _fire(self, match: _Match, step: Step, args: tuple, kwargs: dict):
+    def _fire(self, match: Match, step: Step, last: Deferred):
         pattern = match.pattern
         inputs = [match.bound.get(Slot("in", k)) for k in range(pattern.n_inputs)]
         unbound = any(Slot("param", a) not in match.bound for a in pattern.params)
         if unbound or any(x is None for x in inputs):  # read only after the last compute op: run for real
             self._drop(match)
+            args, kwargs = last.args
             return step.func(*args, **kwargs)
         self.open.remove(match)
-        outs = self._kernel(match)(*inputs)
+        match.deferred.append(last)
+        outs = self._kernel(match)(*inputs)  # the region's writes in place are not made yet: it reads its inputs
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        if len(outs) != len(pattern.outputs):
-            have, want = len(outs), len(pattern.outputs)
-            raise RuntimeError(f"{pattern.name}: the kernel returned {have} outputs, the region {want}")
-        values: dict[int, torch.Tensor] = {}
-        for slot, base, got in zip(pattern.outputs, pattern.bases, outs):
-            shape, _, dtype = _expected(pattern, slot)
-            if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape or got.dtype != dtype:
-                what = f"{got.dtype}{list(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
-                want = f"{dtype}{list(shape)}"
-                raise RuntimeError(f"{pattern.name}: the kernel returned {what} where the region makes {want}")
-            if base.key not in values:  # an output that is a view of another output follows from it
-                values[base.key] = got if base == slot else got.reshape(_expected(pattern, base)[0])
+        values = _values(pattern, outs)
+
+        def held(base: Slot) -> torch.Tensor | None:
+            """The tensor the model holds for a value the kernel gives (None: the answer to this op)."""
+            made_here = base.kind == "val" and base.key in step.out_meta and base.key not in step.aliases
+            return None if made_here else match.bound[base]
+
+        written = [w for d in match.deferred for w in d.writes]
+        given = [t for t in map(held, values) if t is not None and id(t) not in match.tainted]
+        given = [t for t in given if any(w is t or w._base is t for w in written)]  # its new value is an output
+        if written:
+            match.writes_after_kernel(given)
         here: dict[int, torch.Tensor] = {}
-        for key, got in values.items():
-            shape, stride, _ = _expected(pattern, Slot("val", key))
-            if key in step.out_meta:
-                here[key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
-                continue
-            held = match.bound[Slot("val", key)]
-            if id(held) not in match.viewed and tuple(got.stride()) == stride:
-                held.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
-            else:
-                held.copy_(got)
+        for base, got in values.items():
+            shape, stride, _ = slot_meta(pattern, base)
+            t = held(base)
+            if t is None:
+                here[base.key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
+            elif id(t) in match.tainted and id(t) not in match.viewed and tuple(got.stride()) == stride:
+                t.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
+            elif id(t) in match.tainted or any(t is g for g in given):
+                t.copy_(got)  # a placeholder a view was taken of, or the model's tensor written in place
+            # else: a view of the model's own tensors, made by the model itself
         self.counts[pattern.name].fired += 1
-        if match.inner:
-            self.fired.append(match)
-            if len([m for m in self.fired if m.pattern is pattern]) > MAX_OPEN:
-                self.fired.remove(next(m for m in self.fired if m.pattern is pattern))
         device = outs[0].device
 
         def answer(slot):
             if not isinstance(slot, Slot):
                 return slot
+            if slot.key in step.aliases:
+                return match.bound[Slot("val", slot.key)]
             if slot.key in here:
                 return here[slot.key]
             shape, stride, dtype = step.out_meta[slot.key]
-            return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            inner = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            match.inner.add(id(inner))
+            return inner
 
-        return pytree.tree_map(answer, step.out)
+        last.given = pytree.tree_map(answer, step.out)
+        if match.inner:
+            self.fired.append(match)
+            if len([m for m in self.fired if m.pattern is pattern]) > MAX_OPEN:
+                self.fired.remove(next(m for m in self.fired if m.pattern is pattern))
+        return last.given
 
-    def _drop(self, match: _Match) -> None:
+    def _recorded(self, name: str) -> None:
+        self.counts[name].autograd += 1
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"{self.label}: autograd is recording the model's forward, and the kernels have no backward: "
+                "their regions run as the model's own ops (patch.counts[...].autograd), so gradients are the "
+                "model's; call the model under torch.no_grad() or torch.inference_mode() for the kernels to serve",
+                stacklevel=2,
+            )
+
+    def _drop(self, match: Match) -> None:
         """Run a partial match's deferred ops for real, in order, into the tensors already handed out."""
         if match in self.open:
             self.open.remove(match)
-        for step, (a, kw), given in match.deferred:
-            real = step.func(*a, **kw)
-            for g, r in zip(pytree.tree_leaves(given), pytree.tree_leaves(real)):
-                if isinstance(g, torch.Tensor):
-                    g.copy_(r)
+        for deferred in match.deferred:
+            deferred.run()
         if match.deferred:
             self.counts[match.pattern.name].dropped += 1
 
-    def _recompute(self, match: _Match) -> None:
+    def _recompute(self, match: Match) -> None:
         """A taken region whose inner value the model reads after all: its ops run for real into the
-        inner placeholders (the outputs keep the kernel's values)."""
+        inner placeholders (the outputs keep the kernel's values; writes in place were made at the kernel)."""
         self.fired.remove(match)
-        for step, (a, kw), given in match.deferred:
-            real = step.func(*a, **kw)
-            for g, r in zip(pytree.tree_leaves(given), pytree.tree_leaves(real)):
-                if isinstance(g, torch.Tensor) and id(g) in match.inner:
-                    g.copy_(r)
+        for deferred in match.deferred:
+            if not deferred.done and not deferred.writes:
+                deferred.run(into=match.inner)
         self.counts[match.pattern.name].recomputed += 1
 
     def drop_all(self, name: str | None = None) -> None:
@@ -270,11 +279,26 @@ class Substitution(TorchDispatchMode):
         self.fired = [m for m in self.fired if name is not None and m.pattern.name != name]
 
 
-def _expected(pattern: Pattern, slot: Slot) -> tuple:
-    for step in pattern.steps:
-        if slot.key in step.out_meta:
-            return step.out_meta[slot.key]
-    raise KeyError(slot)
+def _values(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
+    """The kernel's outputs, checked against the region's, as the values they are or are views of."""
+    if len(outs) != len(pattern.outputs):
+        raise RuntimeError(
+            f"{pattern.name}: the kernel returned {len(outs)} outputs, the region {len(pattern.outputs)}"
+        )
+    values: dict[Slot, torch.Tensor] = {}
+    for slot, base, unviews, got in zip(pattern.outputs, pattern.bases, pattern.unviews, outs):
+        shape, _, dtype = slot_meta(pattern, slot)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape or got.dtype != dtype:
+            what = f"{got.dtype}{list(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
+            raise RuntimeError(
+                f"{pattern.name}: the kernel returned {what} where the region makes {dtype}{list(shape)}"
+            )
+        if base in values:  # an output that is a view of another output follows from it
+            continue
+        for view in reversed(unviews):  # the model makes these views of the value
+            got = unview(pattern, view, got)
+        values[base] = got
+    return values
 
 
 def _restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernelsmith.cli.common import check_paths, console, fail
@@ -105,5 +106,5 @@ def apply_cmd(
         )
     if e2e.forged:
         console.print(f"[red]not trusted[/]: {e2e.forged}")
-    console.print("-> check passed" if done.ok else "-> [red]check failed[/]")
+    console.print("-> check passed" if done.ok else f"-> [red]check failed[/]: {escape(done.failure or '')}")
     raise typer.Exit(0 if done.ok else 1)
