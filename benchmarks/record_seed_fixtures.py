@@ -7,8 +7,9 @@ device at the task's shapes (kernels, fusion, extern GEMM calls, the wrapper). W
 kernel was compiled or run, so nothing was autotuned; each kernel's launch config is the first of
 the configs its heuristics offer (record.json says so per kernel, in `chosen_by`). Inductor's
 attention-pattern and misc pattern passes are registered with CPU example tensors (they build real
-tensors at registration, which a fake CUDA device cannot), and a convolution's output layout is
-cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN).
+tensors at registration, which a fake CUDA device cannot), a convolution's output layout is
+cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN), the Model is
+traced under the fake mode, and `Tensor.copy_` skips its Python binding's CUDA device guard.
 On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device_seed.sh).
 
 Usage: python benchmarks/record_seed_fixtures.py [NAME ...]   (default: every tests/cases/seed/*/)
@@ -76,6 +77,10 @@ def cudnn_memory_format(input_, weight, backend):
     return torch.contiguous_format
 
 
+def aten_copy(self, src, non_blocking=False):
+    return torch.ops.aten.copy_.default(self, src, non_blocking)
+
+
 class CodegenDone(Exception):
     """Raised where Inductor would load (and compile) the module it just wrote."""
 
@@ -105,6 +110,9 @@ def fake_cuda() -> list:
         mock.patch.object(joint_graph, "lazy_init", lambda input_device=None, **k: lazy_init(torch.device("cpu"), **k)),
         mock.patch("torch._C._conv_determine_backend_memory_format", cudnn_memory_format),
         mock.patch("torch._inductor.codecache.PyCodeCache.load_by_key_path", side_effect=CodegenDone),
+        # Tensor.copy_'s Python binding takes a CUDA device guard, which a CPU build lacks (a decomposition's
+        # in-place update of a fake CUDA tensor, e.g. BatchNorm's running statistics); the op itself does not
+        mock.patch.object(torch.Tensor, "copy_", aten_copy),
     ]
 
 
@@ -126,11 +134,26 @@ def heuristic_launches(code: str) -> dict[str, LaunchConfig]:
     return launches
 
 
+def make_fx_under(mode):
+    """make_fx whose tracing runs under the fake mode: a tensor the forward makes on "cuda" (BatchNorm's
+    empty one) is a fake one too; what the trace keeps is read after it, outside the mode."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def traced(f):
+        def run(*args):
+            with mode:
+                return make_fx(f)(*args)
+
+        return run
+
+    return traced
+
+
 def record(task: Task) -> InductorRecord:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     model, inputs = load_task(task, "cpu")  # then each tensor made a fake one of its kind on "cuda"
-    mode = FakeTensorMode()
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the forward makes (torch.tensor(c)) is real
 
     def on_fake_cuda(t):
         if not isinstance(t, torch.Tensor):
@@ -140,7 +163,8 @@ def record(task: Task) -> InductorRecord:
 
     model = model._apply(on_fake_cuda)
     inputs = [on_fake_cuda(x) for x in inputs]
-    flat = trace_flat(model, inputs)
+    with mock.patch("torch.fx.experimental.proxy_tensor.make_fx", make_fx_under(mode)):
+        flat = trace_flat(model, inputs)
     codes: list[str] = []
     options = config.patch(inductor_options(False))
     with mock.patch.object(GraphLowering, "save_output_code", codes.append), options, torch.no_grad():

@@ -32,9 +32,12 @@ def one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
 
 
-# Every fixture with a Triton kernel: the GEMM and the convolution keep their library call
-# (torch.mm, torch.convolution) beside Inductor's fused epilogue; three are reductions.
-@pytest.mark.parametrize("name", ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long"])
+# Every fixture with a Triton kernel: the GEMM and the convolutions keep their library call
+# (torch.mm, torch.convolution) beside Inductor's fused epilogue (conv_min_add_mul's with the constant
+# of torch.tensor(c) folded in); three are reductions.
+@pytest.mark.parametrize(
+    "name", ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long", "conv_min_add_mul"]
+)
 def test_a_seed_from_recorded_inductor_output_is_a_success(cpu_pool, name):
     task = Task.from_file(SEED_CASES / name / "task.py", name=name)
     source = candidate_source(InductorRecord.load(SEED_CASES / name), task)

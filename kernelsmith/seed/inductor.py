@@ -78,7 +78,48 @@ def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
         raise
     except Exception as exc:
         raise SeedError(f"tracing the Model failed: {one_line(repr(exc), 200)}") from None
+    _inline_tensor_constants(graph)
     return FlatGraph(graph, args, names, positions, single[0])
+
+
+def _inline_tensor_constants(graph: torch.fx.GraphModule) -> None:
+    """A tensor the forward makes from a number (`torch.min(x, torch.tensor(c))`) or keeps as a plain
+    attribute is a constant of the traced graph (a `get_attr` of `_tensor_constantN`, a buffer of the
+    graph module), which compile_fx would lift to an extra leading argument of `call(args)` that the
+    seed does not pass. A one-element one becomes a `full` node of its value, dtype and device, which
+    Inductor folds into its kernels; a larger one is no seed."""
+    constants: set[str] = set()
+    for node in list(graph.graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = _attr(graph, str(node.target))
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.numel() != 1:
+            raise SeedError(
+                f"the Model's forward uses a tensor of shape {tuple(value.shape)} that is neither a parameter, "
+                "a buffer nor an input (a constant of the traced graph): not supported"
+            )
+        with graph.graph.inserting_before(node):
+            full = graph.graph.call_function(
+                torch.ops.aten.full.default,
+                (list(value.shape), value.item()),
+                {"dtype": value.dtype, "layout": torch.strided, "device": value.device, "pin_memory": False},
+            )
+        node.replace_all_uses_with(full)
+        graph.graph.erase_node(node)
+        constants.add(str(node.target))
+    for target in constants:  # compile_fx lifts every buffer of the graph module, used or not
+        owner, _, name = target.rpartition(".")
+        delattr(_attr(graph, owner) if owner else graph, name)
+    graph.recompile()
+
+
+def _attr(graph: torch.fx.GraphModule, target: str) -> object:
+    value: object = graph
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def inductor_options(max_autotune: bool) -> dict:

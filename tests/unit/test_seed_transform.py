@@ -23,7 +23,7 @@ from kernelsmith.seed.record import InductorRecord
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
-WITH_KERNELS = ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long"]
+WITH_KERNELS = ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long", "conv_min_add_mul"]
 INDUCTOR_RUNTIME = ("async_compile", "triton_heuristics", "get_raw_stream", "extern_kernels", "empty_strided_cuda")
 
 

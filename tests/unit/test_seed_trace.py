@@ -1,0 +1,41 @@
+"""The seed step's trace of a task (kernelsmith/seed/inductor.py), on the CPU: the flat function that
+Inductor compiles takes exactly the Model's parameters, buffers and tensor inputs (`call(args)`'s
+order), in the mode the evaluator runs the Model in, and does what the Model's forward does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import CASES
+
+from kernelsmith.seed.errors import SeedError
+from kernelsmith.seed.inductor import load_task, trace_flat
+from kernelsmith.task import Task
+
+SEED_CASES = CASES / "seed"
+
+
+def traced(name: str):
+    model, inputs = load_task(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")
+    return model, inputs, trace_flat(model, inputs)
+
+
+def test_a_tensor_the_forward_makes_from_a_number_is_folded_not_an_extra_argument():
+    # KernelBench L2/31: torch.min(x, torch.tensor(c)). make_fx kept the tensor as a buffer of the traced
+    # graph module, which compile_fx lifted to a fifth argument of call(args): the seed passed four.
+    model, inputs, flat = traced("conv_min_add_mul")
+    assert dict(flat.graph.named_buffers()) == {}
+    assert [n.op for n in flat.graph.graph.nodes].count("get_attr") == 0
+    placeholders = [n for n in flat.graph.graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == len(flat.state) + len(flat.tensor_inputs) == len(flat.args)
+    with torch.no_grad():
+        torch.testing.assert_close(flat.graph(*flat.args), model(*inputs))
+
+
+def test_a_tensor_constant_of_more_than_one_element_is_no_seed_with_a_reason():
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.tensor([1.0, 2.0, 3.0])
+
+    with pytest.raises(SeedError, match=r"a tensor of shape \(3,\) that is neither a parameter, a buffer nor an input"):
+        trace_flat(Model(), [torch.randn(2, 3)])
