@@ -180,7 +180,7 @@ def record(task: Task) -> InductorRecord:
         "how": "benchmarks/record_seed_fixtures.py: Inductor codegen for a faked CUDA device; nothing compiled or run",
     }
     return InductorRecord(codes[0], heuristic_launches(codes[0]), flat.state, flat.tensor_inputs,
-                          flat.single_output, provenance)  # fmt: skip
+                          flat.single_output, provenance, training=flat.training)  # fmt: skip
 
 
 def main(names: list[str]) -> None:

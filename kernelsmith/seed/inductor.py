@@ -34,6 +34,7 @@ class FlatGraph:
     state: tuple[str, ...]
     tensor_inputs: tuple[int, ...]
     single_output: bool
+    training: bool | None  # the mode it was traced in, where the Model's graph depends on it (else None)
 
 
 def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
@@ -47,13 +48,12 @@ def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
             raise SeedError(f"building the task's Model and inputs failed: {one_line(repr(exc), 200)}") from None
     if not isinstance(model, torch.nn.Module):
         raise SeedError("the task's Model(...) is not a torch.nn.Module")
-    return model.eval(), inputs
+    return model, inputs
 
 
 def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
-    """`model` traced as a flat function; inputs that are not tensors become constants of the graph."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
+    """`model` traced as a flat function in the mode it is in (as built: training mode, as the evaluator
+    runs it); inputs that are not tensors become constants of the graph."""
     names = tuple(n for n, _ in model.named_parameters()) + tuple(n for n, _ in model.named_buffers())
     state = [t.detach() for t in (*model.parameters(), *model.buffers())]
     positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))
@@ -71,15 +71,40 @@ def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
         return out
 
     args = [*state, *(inputs[i] for i in positions)]
+    graph = _make_fx(flat_forward, args)
+    training = model.training if _mode_matters(model, graph, lambda: _make_fx(flat_forward, args)) else None
+    _inline_tensor_constants(graph)
+    return FlatGraph(graph, args, names, positions, single[0], training)
+
+
+def _make_fx(function: Callable[..., object], args: list) -> torch.fx.GraphModule:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     try:
         with torch.no_grad():
-            graph = make_fx(flat_forward)(*args)
+            return make_fx(function)(*args)
     except SeedError:
         raise
     except Exception as exc:
         raise SeedError(f"tracing the Model failed: {one_line(repr(exc), 200)}") from None
-    _inline_tensor_constants(graph)
-    return FlatGraph(graph, args, names, positions, single[0])
+
+
+def _mode_matters(
+    model: torch.nn.Module, graph: torch.fx.GraphModule, trace: Callable[[], torch.fx.GraphModule]
+) -> bool:
+    """Whether the Model's graph in the other mode (each module's `training` flipped) differs from `graph`
+    (BatchNorm, Dropout, a forward that reads self.training): the seed is then for this mode only. A trace
+    that fails in the other mode counts as different."""
+    modes = {m: m.training for m in model.modules()}
+    try:
+        for m, training in modes.items():
+            m.training = not training
+        return trace().code != graph.code
+    except SeedError:
+        return True
+    finally:
+        for m, training in modes.items():
+            m.training = training
 
 
 def _inline_tensor_constants(graph: torch.fx.GraphModule) -> None:
@@ -197,4 +222,5 @@ def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
         "how": "kernelsmith seed: compile_fx of the traced Model" + (" (max_autotune)" if max_autotune else ""),
     }
     launches = chosen_launches(code, device_name)
-    return InductorRecord(code, launches, flat.state, flat.tensor_inputs, flat.single_output, provenance)
+    state, inputs_at = flat.state, flat.tensor_inputs
+    return InductorRecord(code, launches, state, inputs_at, flat.single_output, provenance, training=flat.training)

@@ -35,7 +35,9 @@ class InductorRecord:
     `call(args)` in the output code takes the Model's parameters and buffers (`state`, by their
     names in `named_parameters()` then `named_buffers()`) followed by the tensors of get_inputs() at
     positions `tensor_inputs` (other inputs were constants when Inductor compiled), and returns
-    a tuple: the Model's one output when `single_output`, else its outputs in order.
+    a tuple: the Model's one output when `single_output`, else its outputs in order. `training` is
+    the mode the Model was compiled in where its graph depends on the mode (BatchNorm, Dropout: the
+    code is for that mode only, buffer updates included), else None.
     """
 
     output_code: str
@@ -44,6 +46,7 @@ class InductorRecord:
     tensor_inputs: tuple[int, ...]
     single_output: bool
     provenance: dict[str, str] = field(default_factory=dict)  # torch, triton, device, how it was made
+    training: bool | None = None
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -64,6 +67,7 @@ class InductorRecord:
                 tensor_inputs=tuple(meta["tensor_inputs"]),
                 single_output=bool(meta["single_output"]),
                 provenance=dict(meta.get("provenance", {})),
+                training=meta.get("training"),
             )
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{directory} is not an Inductor record: {exc}") from None

@@ -39,3 +39,26 @@ def test_a_tensor_constant_of_more_than_one_element_is_no_seed_with_a_reason():
 
     with pytest.raises(SeedError, match=r"a tensor of shape \(3,\) that is neither a parameter, a buffer nor an input"):
         trace_flat(Model(), [torch.randn(2, 3)])
+
+
+def test_batchnorm_is_traced_in_training_mode_as_the_evaluator_runs_it_running_stats_updated():
+    # KernelBench L2/73 and L2/97: the evaluator builds the Model as constructed (training mode: batch
+    # statistics, running statistics updated); the seed was traced after .eval() (running statistics).
+    name = "gemm_batchnorm_train"
+    model, inputs, flat = traced(name)
+    assert model.training and flat.training is True  # the seed is for this mode: its graph depends on it
+    fresh = load_task(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")[0].state_dict()
+    with torch.no_grad():
+        model.load_state_dict(fresh)
+        expected = model(*inputs)
+        updated = {n: b.clone() for n, b in model.named_buffers()}
+        model.load_state_dict(fresh)  # flat.args share the Model's storage: the traced function's updates show
+        got = flat.graph(*flat.args)
+    torch.testing.assert_close(got, expected)
+    assert not torch.equal(updated["bn.running_mean"], fresh["bn.running_mean"])
+    for buffer, value in model.named_buffers():
+        torch.testing.assert_close(value, updated[buffer], msg=buffer)
+
+
+def test_a_model_whose_graph_does_not_depend_on_its_mode_has_no_mode():
+    assert traced("conv_min_add_mul")[2].training is None

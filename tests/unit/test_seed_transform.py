@@ -23,7 +23,15 @@ from kernelsmith.seed.record import InductorRecord
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
-WITH_KERNELS = ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long", "conv_min_add_mul"]
+WITH_KERNELS = [
+    "gemm_mul_leakyrelu",
+    "conv_relu_bias",
+    "softmax",
+    "layernorm",
+    "rowsum_long",
+    "conv_min_add_mul",
+    "gemm_batchnorm_train",
+]
 INDUCTOR_RUNTIME = ("async_compile", "triton_heuristics", "get_raw_stream", "extern_kernels", "empty_strided_cuda")
 
 
@@ -94,6 +102,16 @@ def test_the_tuner_tunes_a_seed_and_its_grid_follows_the_block():
     assert config[key] == 256 and "triton_poi_fused_addmm_leaky_relu_mul_0.num_warps" in config
     tuned = apply_config(source, {**config, key: 512})
     assert "[(triton.cdiv(8192, 512),)]" in tuned and "XBLOCK=512" in tuned
+
+
+def test_a_seed_of_a_model_whose_graph_depends_on_its_mode_runs_in_that_mode_only():
+    record, _ = load("gemm_batchnorm_train")  # BatchNorm in training mode: Inductor's code updates its running stats
+    assert record.training is True
+    source = seed_of("gemm_batchnorm_train")
+    assert "if not self.training:" in source and "call .train() first" in source
+    eval_record = dataclasses.replace(record, training=False)
+    assert "if self.training:" in candidate_source(eval_record, load("gemm_batchnorm_train")[1])
+    assert "self.training" not in seed_of("conv_relu_bias")
 
 
 def test_library_calls_only_is_no_seed():
