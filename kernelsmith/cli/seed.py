@@ -29,5 +29,5 @@ def seed_cmd(
     target = out or task.with_name(f"{task.stem}_seed.py")
     target.write_text(found.source, encoding="utf-8")
     launches = found.record.launches
-    how = " (max-autotune: the default code had no Triton kernel)" if found.max_autotune else ""
+    how = " (its Triton templates forced: the default code had no Triton kernel)" if found.templates else ""
     print(f"{target}: {len(launches)} Triton kernels from Inductor{how}")

@@ -147,25 +147,46 @@ def _attr(graph: torch.fx.GraphModule, target: str) -> object:
     return value
 
 
-def inductor_options(max_autotune: bool) -> dict:
-    """Inductor's config for a seed: torch.compile's default mode (or max-autotune), a Python wrapper."""
-    return {"cpp_wrapper": False, "max_autotune": max_autotune, "triton.cudagraphs": False}
+# The seed's second try, where Inductor's default code is library calls only (a plain GEMM or convolution):
+# max-autotune with Triton's templates as the only GEMM and convolution backends, so that a template, not
+# cuBLAS or cuDNN, does the work (with ATen among them, max-autotune's code for issue 41's GEMMs on the H200
+# was library calls again). Options of torch._inductor.config in torch 2.11 and 2.13 alike.
+TRITON_TEMPLATES = {
+    "max_autotune": True,
+    "max_autotune_gemm_backends": "TRITON",
+    "max_autotune_conv_backends": "TRITON",
+}
+TEMPLATES_SAID = ", ".join(f"{k}={v!r}" for k, v in TRITON_TEMPLATES.items())
 
 
-def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable[..., object], str]:
+def inductor_options(templates: bool) -> dict:
+    """Inductor's config for a seed: torch.compile's default mode (or its Triton templates forced), a
+    Python wrapper, no CUDA graphs."""
+    return {"cpp_wrapper": False, "triton.cudagraphs": False, **(TRITON_TEMPLATES if templates else {})}
+
+
+def inductor_code(flat: FlatGraph, templates: bool = False) -> tuple[Callable[..., object], str]:
     """Inductor's compiled function and its output code (Python wrapper) for `flat`."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
     codes: list[str] = []
-    options = inductor_options(max_autotune)
     try:
-        with mock.patch.object(GraphLowering, "save_output_code", codes.append), config.patch(options):
+        with (
+            mock.patch.object(GraphLowering, "save_output_code", codes.append),
+            config.patch(inductor_options(templates)),
+        ):
             with torch.no_grad():
                 compiled = compile_fx(flat.graph, flat.args)
     except Exception as exc:
-        raise SeedError(f"Inductor could not compile the task: {one_line(str(exc) or repr(exc), 200)}") from None
+        said = one_line(str(exc) or repr(exc), 200)
+        if templates and "No choices to select" in said:  # select_algorithm's NoValidChoicesError, ATen left out
+            raise SeedError(
+                "Inductor has no Triton template for a library call of the task (it has them for GEMMs and for "
+                "2-D and 3-D convolutions, not transposed, not dilated)"
+            ) from None
+        raise SeedError(f"Inductor could not compile the task: {said}") from None
     if len(codes) != 1:
         raise SeedError(f"Inductor wrote {len(codes)} output codes for the task, not one")
     return cast(Callable[..., object], compiled), codes[0]
@@ -201,13 +222,13 @@ def chosen_launches(code: str, device_name: str) -> dict[str, LaunchConfig]:
     return launches
 
 
-def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
+def record_task(task: Task, templates: bool = False) -> InductorRecord:
     """Compile the task with Inductor on the GPU, run it once, and record its code and launches."""
     import triton
 
     model, inputs = load_task(task, "cuda")
     flat = trace_flat(model, inputs)
-    compiled, code = inductor_code(flat, max_autotune)
+    compiled, code = inductor_code(flat, templates)
     try:
         with torch.no_grad():
             compiled(*flat.args)
@@ -219,7 +240,7 @@ def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "device": device_name,
-        "how": "kernelsmith seed: compile_fx of the traced Model" + (" (max_autotune)" if max_autotune else ""),
+        "how": "kernelsmith seed: compile_fx of the traced Model" + (f" ({TEMPLATES_SAID})" if templates else ""),
     }
     launches = chosen_launches(code, device_name)
     state, inputs_at = flat.state, flat.tensor_inputs

@@ -9,7 +9,7 @@ import torch
 from conftest import CASES
 
 from kernelsmith.seed.errors import SeedError
-from kernelsmith.seed.inductor import load_task, trace_flat
+from kernelsmith.seed.inductor import inductor_code, inductor_options, load_task, trace_flat
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
@@ -62,3 +62,29 @@ def test_batchnorm_is_traced_in_training_mode_as_the_evaluator_runs_it_running_s
 
 def test_a_model_whose_graph_does_not_depend_on_its_mode_has_no_mode():
     assert traced("conv_min_add_mul")[2].training is None
+
+
+def test_the_template_options_are_inductors_own():
+    from torch._inductor import config
+
+    options = inductor_options(True)
+    assert options["max_autotune_gemm_backends"] == options["max_autotune_conv_backends"] == "TRITON"
+    with config.patch(options):  # an option this torch's config does not have would raise here
+        assert config.max_autotune and config.max_autotune_gemm_backends == "TRITON"
+    assert "max_autotune" not in inductor_options(False)
+
+
+def test_no_triton_template_for_a_library_call_is_said_so(monkeypatch):
+    # With ATen left out of the backends, a convolution no template takes (transposed, 1-D, dilated) leaves
+    # Inductor's algorithm selection no choice: its NoValidChoicesError, as Inductor wraps it.
+    import torch._inductor.compile_fx as compile_fx
+
+    def no_choices(*args, **kwargs):
+        raise RuntimeError("LoweringException: NoValidChoicesError: No choices to select. Provided reason: ...")
+
+    monkeypatch.setattr(compile_fx, "compile_fx", no_choices)
+    flat = traced("conv_min_add_mul")[2]
+    with pytest.raises(SeedError, match=r"^Inductor has no Triton template for a library call of the task \(it has"):
+        inductor_code(flat, templates=True)
+    with pytest.raises(SeedError, match="^Inductor could not compile the task: LoweringException"):
+        inductor_code(flat, templates=False)

@@ -20,6 +20,7 @@ from kernelsmith.evolve.tuner import apply_config, config_of
 from kernelsmith.seed.assemble import candidate_source
 from kernelsmith.seed.errors import NoOwnKernel, SeedError
 from kernelsmith.seed.record import InductorRecord
+from kernelsmith.seed.seed import with_templates
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
@@ -31,6 +32,8 @@ WITH_KERNELS = [
     "rowsum_long",
     "conv_min_add_mul",
     "gemm_batchnorm_train",
+    "gemm_templates",
+    "conv_templates",
 ]
 INDUCTOR_RUNTIME = ("async_compile", "triton_heuristics", "get_raw_stream", "extern_kernels", "empty_strided_cuda")
 
@@ -117,6 +120,43 @@ def test_a_seed_of_a_model_whose_graph_depends_on_its_mode_runs_in_that_mode_onl
 def test_library_calls_only_is_no_seed():
     with pytest.raises(NoOwnKernel, match="no Triton kernel"):
         seed_of("matmul_only")
+
+
+@pytest.mark.parametrize("name", ["gemm_templates", "conv_templates"])
+def test_a_gemm_or_convolution_seeds_from_inductors_triton_templates(name):
+    # Inductor's default code for a plain GEMM or convolution is one library call (matmul_only); the seed's
+    # second try forces its Triton templates, and the template kernel does the product itself.
+    record, task = load(name)
+    assert "max_autotune_gemm_backends='TRITON'" in record.provenance["how"]
+    source = seed_of(name)
+    template = [k for k in launches(source) if k.startswith("triton_tem_fused_")]
+    assert len(template) == 1 and "tl.dot(" in source
+    assert "torch.mm" not in source and "torch.convolution" not in source  # no library call does the work
+    grid = cst.ensure_type(cst.ensure_type(launches(source)[template[0]].func, cst.Subscript).slice[0].slice, cst.Index)
+    assert all(isinstance(e.value, cst.Integer) for e in cst.ensure_type(grid.value, cst.Tuple).elements)  # FixedGrid
+    seed = with_templates(task, lambda: record)
+    assert seed.templates and seed.source == source
+
+
+def test_no_seed_from_the_triton_templates_names_the_options_tried_and_why():
+    matmul_only, task = load("matmul_only")
+    options = "max_autotune=True, max_autotune_gemm_backends='TRITON', max_autotune_conv_backends='TRITON'"
+    with pytest.raises(NoOwnKernel) as info:  # the forced code keeps a library call (attention, on the GPU)
+        with_templates(task, lambda: matmul_only)
+    assert str(info.value) == (
+        f"Inductor's default code launches no Triton kernel (library calls only), nor does its code with its "
+        f"Triton templates forced ({options}): a library call it keeps has no template (attention, for one)"
+    )
+
+    def no_template():
+        raise SeedError("Inductor has no Triton template for a library call of the task")
+
+    with pytest.raises(SeedError) as info:  # a transposed or 1-D convolution: Inductor has no choice left
+        with_templates(task, no_template)
+    assert str(info.value) == (
+        f"Inductor's default code launches no Triton kernel (library calls only); with its Triton templates "
+        f"forced ({options}): Inductor has no Triton template for a library call of the task"
+    )
 
 
 def _changed(name: str, old: str, new: str) -> str:
