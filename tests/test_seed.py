@@ -113,6 +113,12 @@ def test_seed_of_a_file_that_is_not_a_task_says_so_in_one_line(tmp_path):
     one_line_error(ks("seed", SEED_CASES / "softmax" / "task.py", "--out", tmp_path), "is a directory")
 
 
+def test_seed_says_in_one_line_that_the_out_directory_is_missing_before_compiling(tmp_path):
+    # The seed was written after Inductor's minutes of compiling: to a missing directory, a traceback.
+    missing = tmp_path / "missing" / "seed.py"
+    one_line_error(ks("seed", SEED_CASES / "softmax" / "task.py", "--out", missing), "does not exist")
+
+
 # The start of a search without a seed (evolve, evolve-suite on CUDA): the seed step runs as its own
 # process; here a stand-in for `kernelsmith seed` (a script with its command line) writes a known
 # candidate or fails as the real one does without a GPU, and the CPU pool judges what it wrote.

@@ -224,7 +224,10 @@ def chosen_launches(code: str, device_name: str) -> dict[str, LaunchConfig]:
 
 def record_task(task: Task, templates: bool = False) -> InductorRecord:
     """Compile the task with Inductor on the GPU, run it once, and record its code and launches."""
-    import triton
+    try:
+        import triton
+    except ImportError:
+        raise SeedError("seed needs Triton (Inductor's code generator for the GPU), and it is not installed") from None
 
     model, inputs = load_task(task, "cuda")
     flat = trace_flat(model, inputs)

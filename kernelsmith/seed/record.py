@@ -49,11 +49,14 @@ class InductorRecord:
     training: bool | None = None
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / CODE_FILE).write_text(self.output_code, encoding="utf-8")
         meta = asdict(self)
         del meta["output_code"]
-        (directory / RECORD_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / CODE_FILE).write_text(self.output_code, encoding="utf-8")
+            (directory / RECORD_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot keep the Inductor record in {directory}: {exc.strerror or exc}") from None
 
     @classmethod
     def load(cls, directory: Path) -> InductorRecord:

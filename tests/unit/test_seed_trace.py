@@ -88,3 +88,13 @@ def test_no_triton_template_for_a_library_call_is_said_so(monkeypatch):
         inductor_code(flat, templates=True)
     with pytest.raises(SeedError, match="^Inductor could not compile the task: LoweringException"):
         inductor_code(flat, templates=False)
+
+
+def test_a_gpu_without_triton_is_said_in_one_line(monkeypatch):
+    import sys
+
+    from kernelsmith.seed.inductor import record_task
+
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    with pytest.raises(SeedError, match="^seed needs Triton .* not installed$"):
+        record_task(Task.from_file(SEED_CASES / "softmax" / "task.py"))

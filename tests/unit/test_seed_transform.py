@@ -203,3 +203,6 @@ def test_a_record_round_trips(tmp_path: Path):
     (tmp_path / "r" / "record.json").write_text("{}")
     with pytest.raises(UserError, match="not an Inductor record"):
         InductorRecord.load(tmp_path / "r")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="cannot keep the Inductor record in .*file/r: Not a directory"):
+        record.save(tmp_path / "file" / "r")  # --record under a file: one line, not a traceback
