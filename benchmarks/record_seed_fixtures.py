@@ -7,9 +7,14 @@ device at the task's shapes (kernels, fusion, extern GEMM calls, the wrapper). W
 kernel was compiled or run, so nothing was autotuned; each kernel's launch config is the first of
 the configs its heuristics offer (record.json says so per kernel, in `chosen_by`). Inductor's
 attention-pattern and misc pattern passes are registered with CPU example tensors (they build real
-tensors at registration, which a fake CUDA device cannot), and a convolution's output layout is
-cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN).
+tensors at registration, which a fake CUDA device cannot), a convolution's output layout is
+cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN), the Model is
+traced under the fake mode, and `Tensor.copy_` skips its Python binding's CUDA device guard.
 On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device_seed.sh).
+
+A fixture whose name ends in `_templates` is recorded as the seed step's second try compiles it
+(Inductor's Triton templates forced, kernelsmith/seed/inductor.py's TRITON_TEMPLATES); where Inductor
+would benchmark its choices (max-autotune), it is given only the first (record.json says so).
 
 Usage: python benchmarks/record_seed_fixtures.py [NAME ...]   (default: every tests/cases/seed/*/)
 """
@@ -28,16 +33,18 @@ import triton
 from torch._inductor import config
 from torch._inductor.compile_fx import compile_fx
 from torch._inductor.graph import GraphLowering
+from torch._inductor.select_algorithm import AlgorithmSelectorCache
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.driver import CudaDriver
 from triton.runtime import driver as triton_driver
 
-from kernelsmith.seed.inductor import inductor_options, load_task, trace_flat
+from kernelsmith.seed.inductor import TEMPLATES_SAID, inductor_options, load_task, trace_flat
 from kernelsmith.seed.parse import parse_output_code
 from kernelsmith.seed.record import InductorRecord, LaunchConfig
 from kernelsmith.task import Task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "cases" / "seed"
+TEMPLATES_SUFFIX = "_templates"  # a fixture recorded as the seed's second try: Inductor's Triton templates forced
 H200 = types.SimpleNamespace(
     name="NVIDIA H200 (faked)", major=9, minor=0, multi_processor_count=132, total_memory=141 * 2**30,
     max_threads_per_multi_processor=2048, warp_size=32, regs_per_multiprocessor=65536, max_threads_per_block=1024,
@@ -76,8 +83,27 @@ def cudnn_memory_format(input_, weight, backend):
     return torch.contiguous_format
 
 
+def aten_copy(self, src, non_blocking=False):
+    return torch.ops.aten.copy_.default(self, src, non_blocking)
+
+
 class CodegenDone(Exception):
     """Raised where Inductor would load (and compile) the module it just wrote."""
+
+
+def stop_at_output(codes: list[str]):
+    """PyCodeCache.load_by_key_path, raising CodegenDone once the output code is written (`codes`); the
+    modules of template kernels that max-autotune writes before it are loaded (nothing compiles at load)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    load = PyCodeCache.load_by_key_path
+
+    def load_unless_output(*args, **kwargs):
+        if codes:
+            raise CodegenDone
+        return load(*args, **kwargs)
+
+    return mock.patch.object(PyCodeCache, "load_by_key_path", load_unless_output)
 
 
 def fake_cuda() -> list:
@@ -104,12 +130,15 @@ def fake_cuda() -> list:
         mock.patch("torch.cuda.synchronize", lambda *a, **k: None),
         mock.patch.object(joint_graph, "lazy_init", lambda input_device=None, **k: lazy_init(torch.device("cpu"), **k)),
         mock.patch("torch._C._conv_determine_backend_memory_format", cudnn_memory_format),
-        mock.patch("torch._inductor.codecache.PyCodeCache.load_by_key_path", side_effect=CodegenDone),
+        # Tensor.copy_'s Python binding takes a CUDA device guard, which a CPU build lacks (a decomposition's
+        # in-place update of a fake CUDA tensor, e.g. BatchNorm's running statistics); the op itself does not
+        mock.patch.object(torch.Tensor, "copy_", aten_copy),
     ]
 
 
-def heuristic_launches(code: str) -> dict[str, LaunchConfig]:
-    """Each kernel's configs as its heuristics offer them (its source executed, nothing compiled): the first."""
+def heuristic_launches(code: str, template_choices: list[int]) -> dict[str, LaunchConfig]:
+    """Each kernel's configs as its heuristics offer them (its source executed, nothing compiled): the first.
+    A template kernel (triton_tem_*) has one config: the first of its selection's choices (`template_choices`)."""
     launches = {}
     for name, source in parse_output_code(code).kernels.items():
         with tempfile.TemporaryDirectory() as tmp:
@@ -122,15 +151,47 @@ def heuristic_launches(code: str) -> dict[str, LaunchConfig]:
         configs = getattr(module, name).configs
         c = configs[0]
         how = "its only" if len(configs) == 1 else f"first of {len(configs)} heuristic configs: no GPU ran them"
+        if name.startswith("triton_tem_"):
+            offered = f"{template_choices[0]} " if len(template_choices) == 1 else ""
+            how = f"first of the {offered}template choices Inductor offered: no GPU ran them"
         launches[name] = LaunchConfig(dict(c.kwargs), int(c.num_warps), int(c.num_stages), how)
     return launches
 
 
-def record(task: Task) -> InductorRecord:
+def make_fx_under(mode):
+    """make_fx whose tracing runs under the fake mode: a tensor the forward makes on "cuda" (BatchNorm's
+    empty one) is a fake one too; what the trace keeps is read after it, outside the mode."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def traced(f):
+        def run(*args):
+            with mode:
+                return make_fx(f)(*args)
+
+        return run
+
+    return traced
+
+
+def first_choice(counts: list[int]):
+    """Inductor's algorithm selection (max-autotune) given only the first of its choices: the one taken
+    without benchmarking, which a faked GPU cannot do. How many there were goes to `counts`."""
+    select = AlgorithmSelectorCache.__call__
+
+    def call(self, name, choices, *args, **kwargs):
+        counts.append(len(choices))
+        return select(self, name, choices[:1], *args, **kwargs)
+
+    return call
+
+
+def record(task: Task, templates: bool) -> InductorRecord:
+    """Inductor's default code for the task, or (`templates`) its code with its Triton templates forced,
+    as the seed step's second try compiles it."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     model, inputs = load_task(task, "cpu")  # then each tensor made a fake one of its kind on "cuda"
-    mode = FakeTensorMode()
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the forward makes (torch.tensor(c)) is real
 
     def on_fake_cuda(t):
         if not isinstance(t, torch.Tensor):
@@ -140,10 +201,14 @@ def record(task: Task) -> InductorRecord:
 
     model = model._apply(on_fake_cuda)
     inputs = [on_fake_cuda(x) for x in inputs]
-    flat = trace_flat(model, inputs)
+    with mock.patch("torch.fx.experimental.proxy_tensor.make_fx", make_fx_under(mode)):
+        flat = trace_flat(model, inputs)
     codes: list[str] = []
-    options = config.patch(inductor_options(False))
-    with mock.patch.object(GraphLowering, "save_output_code", codes.append), options, torch.no_grad():
+    counts: list[int] = []
+    options = config.patch(inductor_options(templates))
+    first = mock.patch.object(AlgorithmSelectorCache, "__call__", first_choice(counts))
+    saved = mock.patch.object(GraphLowering, "save_output_code", codes.append)
+    with saved, stop_at_output(codes), options, first, torch.no_grad():
         try:
             compile_fx(flat.graph, flat.args)
         except Exception as exc:  # Inductor wraps CodegenDone in its own error
@@ -153,10 +218,11 @@ def record(task: Task) -> InductorRecord:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "device": H200.name,
-        "how": "benchmarks/record_seed_fixtures.py: Inductor codegen for a faked CUDA device; nothing compiled or run",
+        "how": "benchmarks/record_seed_fixtures.py: Inductor codegen for a faked CUDA device; nothing compiled or run"
+        + (f" ({TEMPLATES_SAID})" if templates else ""),
     }
-    return InductorRecord(codes[0], heuristic_launches(codes[0]), flat.state, flat.tensor_inputs,
-                          flat.single_output, provenance)  # fmt: skip
+    return InductorRecord(codes[0], heuristic_launches(codes[0], counts), flat.state, flat.tensor_inputs,
+                          flat.single_output, provenance, training=flat.training)  # fmt: skip
 
 
 def main(names: list[str]) -> None:
@@ -164,7 +230,7 @@ def main(names: list[str]) -> None:
         p.start()
     dirs = [FIXTURES / n for n in names] if names else sorted(p.parent for p in FIXTURES.glob("*/task.py"))
     for d in dirs:
-        rec = record(Task.from_file(d / "task.py", name=d.name))
+        rec = record(Task.from_file(d / "task.py", name=d.name), d.name.endswith(TEMPLATES_SUFFIX))
         rec.save(d)
         print(f"{d.name}: {len(rec.launches)} Triton kernels, {rec.output_code.count('extern_kernels.')} extern calls")
 

@@ -3,6 +3,7 @@ and `kernelsmith seed`'s one-line errors. The transformation itself: tests/unit/
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -32,15 +33,70 @@ def one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
 
 
-# Every fixture with a Triton kernel: the GEMM and the convolution keep their library call
-# (torch.mm, torch.convolution) beside Inductor's fused epilogue; three are reductions.
-@pytest.mark.parametrize("name", ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long"])
+# Every fixture with a Triton kernel: the GEMM and the convolutions keep their library call
+# (torch.mm, torch.convolution) beside Inductor's fused epilogue (conv_min_add_mul's with the constant
+# of torch.tensor(c) folded in); three are reductions.
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gemm_mul_leakyrelu",
+        "conv_relu_bias",
+        "softmax",
+        "layernorm",
+        "rowsum_long",
+        "conv_min_add_mul",
+        "gemm_batchnorm_train",
+        "gemm_templates",
+        "conv_templates",
+    ],
+)
 def test_a_seed_from_recorded_inductor_output_is_a_success(cpu_pool, name):
     task = Task.from_file(SEED_CASES / name / "task.py", name=name)
     source = candidate_source(InductorRecord.load(SEED_CASES / name), task)
     result = cpu_pool.submit(task, source).result(timeout=RESULT_WAIT)
     assert result.status is Status.correct and result.success, (result.status, result.flags, result.error)
     assert result.flags == []
+
+
+# The seed's ModelNew beside the task's Model under Triton's interpreter, as the evaluator builds them:
+# the same outputs call after call, and the same buffers after (BatchNorm's running statistics).
+SIDE_BY_SIDE = """
+import importlib.util, sys, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+task, seed = load(sys.argv[1], "task"), load(sys.argv[2], "seed")
+torch.manual_seed(0); reference = task.Model(*task.get_init_inputs())
+torch.manual_seed(0); new = seed.ModelNew(*task.get_init_inputs())
+with torch.no_grad():
+    for _ in range(2):
+        x = task.get_inputs()
+        torch.testing.assert_close(new(*x), reference(*x))
+for (name, ref), (_, got) in zip(reference.named_buffers(), new.named_buffers()):
+    torch.testing.assert_close(got, ref, msg=name)
+    print("updated", name, int((ref != 0).sum()))
+try:
+    new.eval()(*x)
+except RuntimeError as exc:
+    print("eval:", exc)
+"""
+
+
+def test_a_batchnorm_seed_updates_the_running_statistics_as_the_model_does(tmp_path):
+    name = "gemm_batchnorm_train"  # KernelBench L2/97's structure, the Model in training mode as built
+    task = Task.from_file(SEED_CASES / name / "task.py", name=name)
+    (tmp_path / "seed.py").write_text(candidate_source(InductorRecord.load(SEED_CASES / name), task))
+    (tmp_path / "side_by_side.py").write_text(SIDE_BY_SIDE)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    p = subprocess.run(
+        [sys.executable, tmp_path / "side_by_side.py", SEED_CASES / name / "task.py", tmp_path / "seed.py"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "updated bn.running_mean 32" in p.stdout and "updated bn.num_batches_tracked 1" in p.stdout
+    assert "eval: this seed is Inductor's code for the Model in training mode: call .train() first" in p.stdout
 
 
 def test_seed_without_a_gpu_says_so_in_one_line():
@@ -55,6 +111,12 @@ def test_seed_of_a_file_that_is_not_a_task_says_so_in_one_line(tmp_path):
     one_line_error(ks("seed", CASES / "not_a_task.py"), "is not a task")
     one_line_error(ks("seed", tmp_path / "missing.py"), "not found")
     one_line_error(ks("seed", SEED_CASES / "softmax" / "task.py", "--out", tmp_path), "is a directory")
+
+
+def test_seed_says_in_one_line_that_the_out_directory_is_missing_before_compiling(tmp_path):
+    # The seed was written after Inductor's minutes of compiling: to a missing directory, a traceback.
+    missing = tmp_path / "missing" / "seed.py"
+    one_line_error(ks("seed", SEED_CASES / "softmax" / "task.py", "--out", missing), "does not exist")
 
 
 # The start of a search without a seed (evolve, evolve-suite on CUDA): the seed step runs as its own

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from kernelsmith.cli.common import check_paths, user_errors
+from kernelsmith.errors import UserError
 
 
 def seed_cmd(
@@ -22,12 +23,17 @@ def seed_cmd(
     from kernelsmith.seed.seed import seed_task
     from kernelsmith.task import Task
 
+    target = out or task.with_name(f"{task.stem}_seed.py")
     with user_errors():
         check_paths("file", "task", task, out)
         check_paths("dir", "--record", record)
+        if not target.parent.is_dir():  # said before Inductor's minutes of compiling, not after
+            raise UserError(f"--out {target}: its directory {target.parent} does not exist")
         found = seed_task(Task.from_file(task), record)
-    target = out or task.with_name(f"{task.stem}_seed.py")
-    target.write_text(found.source, encoding="utf-8")
+        try:
+            target.write_text(found.source, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write the seed to {target}: {exc.strerror or exc}") from None
     launches = found.record.launches
-    how = " (max-autotune: the default code had no Triton kernel)" if found.max_autotune else ""
+    how = " (its Triton templates forced: the default code had no Triton kernel)" if found.templates else ""
     print(f"{target}: {len(launches)} Triton kernels from Inductor{how}")

@@ -42,12 +42,17 @@ _SEED_TENSOR_INPUTS = {tensor_inputs!r}  # which forward inputs follow them (the
 class ModelNew(Model):
     """Model's construction (the same parameters and buffers); its forward is Inductor's code."""
 
-    def forward(self, *inputs):
+    def forward(self, *inputs):{mode_check}
         named = {{**dict(self.named_parameters()), **dict(self.named_buffers())}}
         args = [named[n] for n in _SEED_STATE] + [inputs[i] for i in _SEED_TENSOR_INPUTS]
         outputs = call(args, args[0].device if args else torch.device("cuda"))
         return {result}
 '''
+# Where the Model's graph depends on its mode (BatchNorm, Dropout), Inductor's code is for the mode it was
+# compiled in (the evaluator's: as built), running statistics' updates included.
+MODE_CHECK = '''
+        if {other_mode}:  # Inductor's code is for the Model in {mode} mode; its graph in the other differs
+            raise RuntimeError("this seed is Inductor's code for the Model in {mode} mode: call .{method}() first")'''
 
 
 class _NameUses(cst.CSTVisitor):
@@ -156,7 +161,14 @@ def candidate_source(record: InductorRecord, task: Task) -> str:
     functions = [s for n in dict.fromkeys(launched) for s in kernels[n].statements if not _binds(s).isdisjoint({n})]
     imports_pool = [s for n in dict.fromkeys(launched) for s in kernels[n].statements if s not in functions]
     result = "outputs[0]" if record.single_output else "tuple(outputs)"
-    tail = MODEL_NEW.format(state=record.state, tensor_inputs=record.tensor_inputs, result=result)
+    mode_check = ""
+    if record.training is not None:
+        mode, method = ("training", "train") if record.training else ("eval", "eval")
+        other_mode = "not self.training" if record.training else "self.training"
+        mode_check = MODE_CHECK.format(other_mode=other_mode, mode=mode, method=method)
+    tail = MODEL_NEW.format(
+        state=record.state, tensor_inputs=record.tensor_inputs, result=result, mode_check=mode_check
+    )
     pool = list(cst.parse_module(PREAMBLE).body) + imports_pool + list(code.definitions)
     helpers = _needed_definitions(pool, [*functions, call, cst.parse_module(tail)])
     if any("libdevice" in _binds(s) for s in helpers):

@@ -34,6 +34,7 @@ class FlatGraph:
     state: tuple[str, ...]
     tensor_inputs: tuple[int, ...]
     single_output: bool
+    training: bool | None  # the mode it was traced in, where the Model's graph depends on it (else None)
 
 
 def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
@@ -47,13 +48,12 @@ def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
             raise SeedError(f"building the task's Model and inputs failed: {one_line(repr(exc), 200)}") from None
     if not isinstance(model, torch.nn.Module):
         raise SeedError("the task's Model(...) is not a torch.nn.Module")
-    return model.eval(), inputs
+    return model, inputs
 
 
 def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
-    """`model` traced as a flat function; inputs that are not tensors become constants of the graph."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
+    """`model` traced as a flat function in the mode it is in (as built: training mode, as the evaluator
+    runs it); inputs that are not tensors become constants of the graph."""
     names = tuple(n for n, _ in model.named_parameters()) + tuple(n for n, _ in model.named_buffers())
     state = [t.detach() for t in (*model.parameters(), *model.buffers())]
     positions = tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor))
@@ -71,35 +71,122 @@ def trace_flat(model: torch.nn.Module, inputs: list) -> FlatGraph:
         return out
 
     args = [*state, *(inputs[i] for i in positions)]
+    graph = _make_fx(flat_forward, args)
+    training = model.training if _mode_matters(model, graph, lambda: _make_fx(flat_forward, args)) else None
+    _inline_tensor_constants(graph)
+    return FlatGraph(graph, args, names, positions, single[0], training)
+
+
+def _make_fx(function: Callable[..., object], args: list) -> torch.fx.GraphModule:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     try:
         with torch.no_grad():
-            graph = make_fx(flat_forward)(*args)
+            return make_fx(function)(*args)
     except SeedError:
         raise
     except Exception as exc:
         raise SeedError(f"tracing the Model failed: {one_line(repr(exc), 200)}") from None
-    return FlatGraph(graph, args, names, positions, single[0])
 
 
-def inductor_options(max_autotune: bool) -> dict:
-    """Inductor's config for a seed: torch.compile's default mode (or max-autotune), a Python wrapper."""
-    return {"cpp_wrapper": False, "max_autotune": max_autotune, "triton.cudagraphs": False}
+def _mode_matters(
+    model: torch.nn.Module, graph: torch.fx.GraphModule, trace: Callable[[], torch.fx.GraphModule]
+) -> bool:
+    """Whether the Model's graph in the other mode (each module's `training` flipped) differs from `graph`
+    (BatchNorm, Dropout, a forward that reads self.training): the seed is then for this mode only. A trace
+    that fails in the other mode counts as different."""
+    modes = {m: m.training for m in model.modules()}
+    try:
+        for m, training in modes.items():
+            m.training = not training
+        return trace().code != graph.code
+    except SeedError:
+        return True
+    finally:
+        for m, training in modes.items():
+            m.training = training
 
 
-def inductor_code(flat: FlatGraph, max_autotune: bool = False) -> tuple[Callable[..., object], str]:
+def _inline_tensor_constants(graph: torch.fx.GraphModule) -> None:
+    """A tensor the forward makes from a number (`torch.min(x, torch.tensor(c))`) or keeps as a plain
+    attribute is a constant of the traced graph (a `get_attr` of `_tensor_constantN`, a buffer of the
+    graph module), which compile_fx would lift to an extra leading argument of `call(args)` that the
+    seed does not pass. A one-element one becomes a `full` node of its value, dtype and device, which
+    Inductor folds into its kernels; a larger one is no seed."""
+    constants: set[str] = set()
+    for node in list(graph.graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = _attr(graph, str(node.target))
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.numel() != 1:
+            raise SeedError(
+                f"the Model's forward uses a tensor of shape {tuple(value.shape)} that is neither a parameter, "
+                "a buffer nor an input (a constant of the traced graph): not supported"
+            )
+        with graph.graph.inserting_before(node):
+            full = graph.graph.call_function(
+                torch.ops.aten.full.default,
+                (list(value.shape), value.item()),
+                {"dtype": value.dtype, "layout": torch.strided, "device": value.device, "pin_memory": False},
+            )
+        node.replace_all_uses_with(full)
+        graph.graph.erase_node(node)
+        constants.add(str(node.target))
+    for target in constants:  # compile_fx lifts every buffer of the graph module, used or not
+        owner, _, name = target.rpartition(".")
+        delattr(_attr(graph, owner) if owner else graph, name)
+    graph.recompile()
+
+
+def _attr(graph: torch.fx.GraphModule, target: str) -> object:
+    value: object = graph
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+# The seed's second try, where Inductor's default code is library calls only (a plain GEMM or convolution):
+# max-autotune with Triton's templates as the only GEMM and convolution backends, so that a template, not
+# cuBLAS or cuDNN, does the work (with ATen among them, max-autotune's code for issue 41's GEMMs on the H200
+# was library calls again). Options of torch._inductor.config in torch 2.11 and 2.13 alike.
+TRITON_TEMPLATES = {
+    "max_autotune": True,
+    "max_autotune_gemm_backends": "TRITON",
+    "max_autotune_conv_backends": "TRITON",
+}
+TEMPLATES_SAID = ", ".join(f"{k}={v!r}" for k, v in TRITON_TEMPLATES.items())
+
+
+def inductor_options(templates: bool) -> dict:
+    """Inductor's config for a seed: torch.compile's default mode (or its Triton templates forced), a
+    Python wrapper, no CUDA graphs."""
+    return {"cpp_wrapper": False, "triton.cudagraphs": False, **(TRITON_TEMPLATES if templates else {})}
+
+
+def inductor_code(flat: FlatGraph, templates: bool = False) -> tuple[Callable[..., object], str]:
     """Inductor's compiled function and its output code (Python wrapper) for `flat`."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.graph import GraphLowering
 
     codes: list[str] = []
-    options = inductor_options(max_autotune)
     try:
-        with mock.patch.object(GraphLowering, "save_output_code", codes.append), config.patch(options):
+        with (
+            mock.patch.object(GraphLowering, "save_output_code", codes.append),
+            config.patch(inductor_options(templates)),
+        ):
             with torch.no_grad():
                 compiled = compile_fx(flat.graph, flat.args)
     except Exception as exc:
-        raise SeedError(f"Inductor could not compile the task: {one_line(str(exc) or repr(exc), 200)}") from None
+        said = one_line(str(exc) or repr(exc), 200)
+        if templates and "No choices to select" in said:  # select_algorithm's NoValidChoicesError, ATen left out
+            raise SeedError(
+                "Inductor has no Triton template for a library call of the task (it has them for GEMMs and for "
+                "2-D and 3-D convolutions, not transposed, not dilated)"
+            ) from None
+        raise SeedError(f"Inductor could not compile the task: {said}") from None
     if len(codes) != 1:
         raise SeedError(f"Inductor wrote {len(codes)} output codes for the task, not one")
     return cast(Callable[..., object], compiled), codes[0]
@@ -135,13 +222,16 @@ def chosen_launches(code: str, device_name: str) -> dict[str, LaunchConfig]:
     return launches
 
 
-def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
+def record_task(task: Task, templates: bool = False) -> InductorRecord:
     """Compile the task with Inductor on the GPU, run it once, and record its code and launches."""
-    import triton
+    try:
+        import triton
+    except ImportError:
+        raise SeedError("seed needs Triton (Inductor's code generator for the GPU), and it is not installed") from None
 
     model, inputs = load_task(task, "cuda")
     flat = trace_flat(model, inputs)
-    compiled, code = inductor_code(flat, max_autotune)
+    compiled, code = inductor_code(flat, templates)
     try:
         with torch.no_grad():
             compiled(*flat.args)
@@ -153,7 +243,8 @@ def record_task(task: Task, max_autotune: bool = False) -> InductorRecord:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "device": device_name,
-        "how": "kernelsmith seed: compile_fx of the traced Model" + (" (max_autotune)" if max_autotune else ""),
+        "how": "kernelsmith seed: compile_fx of the traced Model" + (f" ({TEMPLATES_SAID})" if templates else ""),
     }
     launches = chosen_launches(code, device_name)
-    return InductorRecord(code, launches, flat.state, flat.tensor_inputs, flat.single_output, provenance)
+    state, inputs_at = flat.state, flat.tensor_inputs
+    return InductorRecord(code, launches, state, inputs_at, flat.single_output, provenance, training=flat.training)

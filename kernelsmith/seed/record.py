@@ -35,7 +35,9 @@ class InductorRecord:
     `call(args)` in the output code takes the Model's parameters and buffers (`state`, by their
     names in `named_parameters()` then `named_buffers()`) followed by the tensors of get_inputs() at
     positions `tensor_inputs` (other inputs were constants when Inductor compiled), and returns
-    a tuple: the Model's one output when `single_output`, else its outputs in order.
+    a tuple: the Model's one output when `single_output`, else its outputs in order. `training` is
+    the mode the Model was compiled in where its graph depends on the mode (BatchNorm, Dropout: the
+    code is for that mode only, buffer updates included), else None.
     """
 
     output_code: str
@@ -44,13 +46,17 @@ class InductorRecord:
     tensor_inputs: tuple[int, ...]
     single_output: bool
     provenance: dict[str, str] = field(default_factory=dict)  # torch, triton, device, how it was made
+    training: bool | None = None
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / CODE_FILE).write_text(self.output_code, encoding="utf-8")
         meta = asdict(self)
         del meta["output_code"]
-        (directory / RECORD_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / CODE_FILE).write_text(self.output_code, encoding="utf-8")
+            (directory / RECORD_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot keep the Inductor record in {directory}: {exc.strerror or exc}") from None
 
     @classmethod
     def load(cls, directory: Path) -> InductorRecord:
@@ -64,6 +70,7 @@ class InductorRecord:
                 tensor_inputs=tuple(meta["tensor_inputs"]),
                 single_output=bool(meta["single_output"]),
                 provenance=dict(meta.get("provenance", {})),
+                training=meta.get("training"),
             )
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{directory} is not an Inductor record: {exc}") from None

@@ -20,10 +20,21 @@ from kernelsmith.evolve.tuner import apply_config, config_of
 from kernelsmith.seed.assemble import candidate_source
 from kernelsmith.seed.errors import NoOwnKernel, SeedError
 from kernelsmith.seed.record import InductorRecord
+from kernelsmith.seed.seed import with_templates
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
-WITH_KERNELS = ["gemm_mul_leakyrelu", "conv_relu_bias", "softmax", "layernorm", "rowsum_long"]
+WITH_KERNELS = [
+    "gemm_mul_leakyrelu",
+    "conv_relu_bias",
+    "softmax",
+    "layernorm",
+    "rowsum_long",
+    "conv_min_add_mul",
+    "gemm_batchnorm_train",
+    "gemm_templates",
+    "conv_templates",
+]
 INDUCTOR_RUNTIME = ("async_compile", "triton_heuristics", "get_raw_stream", "extern_kernels", "empty_strided_cuda")
 
 
@@ -96,9 +107,56 @@ def test_the_tuner_tunes_a_seed_and_its_grid_follows_the_block():
     assert "[(triton.cdiv(8192, 512),)]" in tuned and "XBLOCK=512" in tuned
 
 
+def test_a_seed_of_a_model_whose_graph_depends_on_its_mode_runs_in_that_mode_only():
+    record, _ = load("gemm_batchnorm_train")  # BatchNorm in training mode: Inductor's code updates its running stats
+    assert record.training is True
+    source = seed_of("gemm_batchnorm_train")
+    assert "if not self.training:" in source and "call .train() first" in source
+    eval_record = dataclasses.replace(record, training=False)
+    assert "if self.training:" in candidate_source(eval_record, load("gemm_batchnorm_train")[1])
+    assert "self.training" not in seed_of("conv_relu_bias")
+
+
 def test_library_calls_only_is_no_seed():
     with pytest.raises(NoOwnKernel, match="no Triton kernel"):
         seed_of("matmul_only")
+
+
+@pytest.mark.parametrize("name", ["gemm_templates", "conv_templates"])
+def test_a_gemm_or_convolution_seeds_from_inductors_triton_templates(name):
+    # Inductor's default code for a plain GEMM or convolution is one library call (matmul_only); the seed's
+    # second try forces its Triton templates, and the template kernel does the product itself.
+    record, task = load(name)
+    assert "max_autotune_gemm_backends='TRITON'" in record.provenance["how"]
+    source = seed_of(name)
+    template = [k for k in launches(source) if k.startswith("triton_tem_fused_")]
+    assert len(template) == 1 and "tl.dot(" in source
+    assert "torch.mm" not in source and "torch.convolution" not in source  # no library call does the work
+    grid = cst.ensure_type(cst.ensure_type(launches(source)[template[0]].func, cst.Subscript).slice[0].slice, cst.Index)
+    assert all(isinstance(e.value, cst.Integer) for e in cst.ensure_type(grid.value, cst.Tuple).elements)  # FixedGrid
+    seed = with_templates(task, lambda: record)
+    assert seed.templates and seed.source == source
+
+
+def test_no_seed_from_the_triton_templates_names_the_options_tried_and_why():
+    matmul_only, task = load("matmul_only")
+    options = "max_autotune=True, max_autotune_gemm_backends='TRITON', max_autotune_conv_backends='TRITON'"
+    with pytest.raises(NoOwnKernel) as info:  # the forced code keeps a library call (attention, on the GPU)
+        with_templates(task, lambda: matmul_only)
+    assert str(info.value) == (
+        f"Inductor's default code launches no Triton kernel (library calls only), nor does its code with its "
+        f"Triton templates forced ({options}): a library call it keeps has no template (attention, for one)"
+    )
+
+    def no_template():
+        raise SeedError("Inductor has no Triton template for a library call of the task")
+
+    with pytest.raises(SeedError) as info:  # a transposed or 1-D convolution: Inductor has no choice left
+        with_templates(task, no_template)
+    assert str(info.value) == (
+        f"Inductor's default code launches no Triton kernel (library calls only); with its Triton templates "
+        f"forced ({options}): Inductor has no Triton template for a library call of the task"
+    )
 
 
 def _changed(name: str, old: str, new: str) -> str:
@@ -145,3 +203,6 @@ def test_a_record_round_trips(tmp_path: Path):
     (tmp_path / "r" / "record.json").write_text("{}")
     with pytest.raises(UserError, match="not an Inductor record"):
         InductorRecord.load(tmp_path / "r")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="cannot keep the Inductor record in .*file/r: Not a directory"):
+        record.save(tmp_path / "file" / "r")  # --record under a file: one line, not a traceback
