@@ -44,6 +44,25 @@ def make():
 
 def not_a_pair():
     return Block()
+
+
+class InPlace(nn.Module):
+    # In-place ops on a region's input: the model's own input scaled, a ReLU(inplace=True) after a GEMM.
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 48)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        x.mul_(0.5)
+        h = self.act(self.proj(x))
+        return h.mul_(2.0) + 1.0
+
+
+def make_in_place():
+    torch.manual_seed(0)
+    return InPlace(), (torch.randn(4, 32),)
 """
 
 
@@ -94,6 +113,17 @@ def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Pa
     assert not list((tmp_path / "out").glob("*block*"))
     listed = json.loads((tmp_path / "out/capture.json").read_text())["tasks"]
     assert next(t for t in listed if t["name"] == norm.name)["why"] == norm.why  # ranks follow measured times
+
+
+def test_regions_that_write_their_inputs_in_place_are_written_and_right(plain_entry: str, tmp_path: Path):
+    done = capture(plain_entry.replace(":make", ":make_in_place"), tmp_path / "out")
+    # Each region is written (it once was refused: "output 0 differs from the model's"), and writes a clone.
+    assert all(t.file for t in done.tasks), [(t.name, t.why) for t in done.tasks]
+    assert {"mul_.Tensor", "relu_.default"} <= {op for t in done.tasks for op in t.ops}
+    scaled = next(t for t in done.tasks if t.ops == ["mul_.Tensor"])
+    assert ".clone()" in (tmp_path / "out" / scaled.file).read_text()  # type: ignore[operator]
+    for t in done.tasks:
+        _runs(tmp_path / "out" / t.file)  # type: ignore[operator]
 
 
 @pytest.fixture(scope="module", params=["tiny_decode_step", "tiny_prefill"])

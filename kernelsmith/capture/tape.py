@@ -159,7 +159,9 @@ class _Recorder(TorchDispatchMode):
         out = pytree.tree_map(lambda x: self._ref(x, index) if isinstance(x, torch.Tensor) else x, result)
         mutated = tuple(self.tid_of[id(t)] for t in targets)
         writes = {r.tid: self.tape.tensors[r.tid]._version for r in pytree.tree_leaves(out) if isinstance(r, Ref)}
-        writes |= {tid: self.tape.tensors[tid]._version for tid in mutated}
+        # The version counter moves after the op returns to autograd's in-place layer (above this mode):
+        # the value it wrote is the next version, which the ops after it read.
+        writes |= {tid: max(self.tape.tensors[tid]._version, reads.get(tid, -1) + 1) for tid in mutated}
         self.tape.ops.append(
             Op(index, func, r_args, r_kwargs, out, reads, writes, mutated, self.stack[-1] if self.stack else None)
         )
