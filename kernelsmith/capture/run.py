@@ -85,9 +85,10 @@ def _header(
             where = tape.calls[op.call].path if op.call is not None else tape.model_class
             kind, name = "activation", f"from {op.name} in {where}"
         lines.append(f"x{k}: {kind_of(m)} stride {list(m.stride)}, {kind} {name}".rstrip())
+        lines.append(f"    values: {rendered.values[f'x{k}']}")
     for attr, (tid, _) in rendered.params.items():
         m = tape.meta[tid]
-        lines.append(f"self.{attr}: {kind_of(m)} from {tape.origin[tid][1]} (random values)")
+        lines.append(f"self.{attr}: {kind_of(m)} from {tape.origin[tid][1]} ({rendered.values[attr]})")
     lines += [f"Note: {n}" for n in rendered.notes]
     return '"""' + "\n".join(lines) + '\n"""\n\n'
 
@@ -127,7 +128,7 @@ def capture(
     for k, region in enumerate(find_regions(tape)):
         try:
             rendered = render(tape, region)
-            groups.setdefault(rendered.body, []).append((region, rendered, None))
+            groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
         except RenderError as exc:
             groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
     ranked = sorted(groups.values(), key=lambda g: -sum(times.per_op_us[i] for r, _, _ in g for i in r.ops))

@@ -1,5 +1,8 @@
 """A written task, run on the recorded values: its outputs must be the recorded outputs. This proves
-the replay faithful before the task is written; a task that is not is left out, with the reason."""
+the replay faithful before the task is written; a task that is not is left out, with the reason.
+Run on the values it draws itself, its reference must give no NaN or inf that the model's outputs do
+not hold: a reference that does is no test of a candidate (its NaNs would be copied through and the
+rest never checked), so the task is an error of capture's, said then, not a verdict later."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import torch
 from kernelsmith.capture.regions import Region
 from kernelsmith.capture.tape import Tape
 from kernelsmith.capture.write_task import Rendered
+from kernelsmith.evaluate.runtime import build_model, make_inputs
 from kernelsmith.task import load_module
 
 # Replaying the same aten ops on the same values is exact on the CPU; a GPU may pick another kernel.
@@ -21,21 +25,51 @@ def _copy(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
 
+def _bad_values(t: torch.Tensor) -> tuple[int, int]:
+    """(NaNs, infinities) in a tensor (none in one that is not floating)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return 0, 0
+    return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+
+
+def _drawn_not_finite(module, model, recorded: list[torch.Tensor], device: str) -> str | None:
+    """Why the task's reference is no test on the values it draws (NaN or inf where the model's
+    outputs have none: a verdict would judge a candidate on them), or None. Input seeds 0 and 1, as
+    the evaluator draws its first sets."""
+    for seed in (0, 1):
+        try:
+            with torch.no_grad():
+                outs = model(*make_inputs(module, seed, device))
+        except Exception as exc:
+            return f"the task's forward raised {type(exc).__name__} on the values it draws: {exc}"
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for k, (got, want) in enumerate(zip(outs, recorded)):
+            (nan, inf), (nan_want, inf_want) = _bad_values(got), _bad_values(want)
+            if (nan and not nan_want) or (inf and not inf_want):
+                return (
+                    f"the task is degenerate: output {k} holds {nan} NaN and {inf} inf on the values it draws "
+                    f"(seed {seed}), the model's none"
+                )
+    return None
+
+
 def check_task(source: str, tape: Tape, region: Region, rendered: Rendered, device: str) -> str | None:
-    """None when the task reproduces the region, else why not (one line)."""
+    """None when the task reproduces the region and its reference is finite on what it draws, else
+    why not (one line)."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
             module = load_module(source, Path(tmp) / "task.py", f"_ks_capture_check_{id(region)}")
-            torch.manual_seed(0)
-            with torch.device(device):
-                made = module.get_inputs()
-                model = module.Model(*module.get_init_inputs())
+            made = make_inputs(module, 0, device)
+            model = build_model(module.Model, module, 0, device)  # as the evaluator builds it
         except Exception as exc:
             return f"the task does not build: {type(exc).__name__}: {exc}"
     for k, (tid, _) in enumerate(rendered.inputs):
         m, got = tape.meta[tid], made[k]
         if (tuple(got.shape), tuple(got.stride()), got.dtype) != (m.shape, m.stride, m.dtype):
             return f"get_inputs()[{k}] is {got.dtype}{list(got.shape)} stride {list(got.stride())}, not as recorded"
+    drawn = _drawn_not_finite(module, model, [tape.value(tid, ver) for tid, ver in region.outputs], device)
+    if drawn is not None:
+        return drawn
     with torch.no_grad():
         for attr, (tid, ver) in rendered.params.items():
             getattr(model, attr).copy_(tape.value(tid, ver))

@@ -1,9 +1,10 @@
 """A region as a KernelBench-format task: `Model.forward` replays the region's aten ops in tape order.
 
 Parameters and buffers of the real module become the task's own (same shapes, dtypes and strides,
-random values); activations come from `get_inputs()` at the recorded shapes, dtypes and strides.
-The body (everything below the header) is the region's identity: layers that run the same ops on the
-same shapes render the same body, and capture merges them into one task.
+values drawn with the recorded ones' structure: values.py); activations come from `get_inputs()` at
+the recorded shapes, dtypes and strides. The body less its values (`Rendered.shape_key`) is the
+region's identity: layers that run the same ops on the same shapes, dtypes and strides render the
+same one, and capture merges them into one task.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Rendered:
     params: dict[str, tuple[int, int]]  # task attribute -> (tid, version) of the real parameter/buffer
     inputs: list[tuple[int, int]]  # get_inputs() order
     notes: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)  # x0 / attribute -> how its values are made
+    # The body with each value's expression replaced by its dtype, shape and strides: the region's
+    # ops, constants and layouts, which the values drawn (statistics of one layer's) do not change.
+    shape_key: str = ""
 
 
 def _ident(name: str) -> str:
@@ -80,6 +85,28 @@ def _assign(tape: Tape, i: int, names: dict[int, str], call: str) -> list[str]:
     return [call]
 
 
+def _placeholder(t: torch.Tensor) -> str:
+    return f"_value({t.dtype}, {list(t.shape)}, {list(t.stride())})"
+
+
+def _assemble(inits: list[str], made_inputs: list[str], body: list[str]) -> str:
+    init_body = "\n".join(f"        {line}" for line in inits) or "        pass"
+    input_lines = "\n".join(f"        {m}," for m in made_inputs)
+    helpers = helpers_for("\n".join(inits + made_inputs))
+    return (
+        "import torch\nimport torch.nn as nn\n\n"
+        + (f"\n{helpers}\n\n" if helpers else "")
+        + "\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + init_body
+        + "\n\n"
+        + "\n".join(body)
+        + "\n\n\ndef get_inputs():\n    return [\n"
+        + input_lines
+        + ("\n" if input_lines else "")
+        + "    ]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+
+
 def render(tape: Tape, region: Region) -> Rendered:
     """The task's body for `region` (RenderError when it cannot be written)."""
     names: dict[int, str] = {}
@@ -88,6 +115,9 @@ def render(tape: Tape, region: Region) -> Rendered:
     inits: list[str] = []
     made_inputs: list[str] = []
     notes: list[str] = []
+    values: dict[str, str] = {}
+    key_inits: list[str] = []  # the same, with each value's expression its layout alone (shape_key)
+    key_inputs: list[str] = []
     for tid, ver in region.inputs:
         kind, qual = tape.origin.get(tid, ("activation", ""))
         value = tape.value(tid, ver)
@@ -97,16 +127,18 @@ def render(tape: Tape, region: Region) -> Rendered:
                 attr += "_"
             params[attr] = (tid, ver)
             names[tid] = f"self.{attr}"
-            made, note = value_expr(value, attr)
-            if kind == "parameter":
-                inits.append(f"self.{attr} = nn.Parameter({made}, requires_grad=False)")
-            else:
-                inits.append(f"self.register_buffer({attr!r}, {made})")
+            made, values[attr], note = value_expr(value, attr, kind)
+            for exprs, expr in ((inits, made), (key_inits, _placeholder(value))):
+                if kind == "parameter":
+                    exprs.append(f"self.{attr} = nn.Parameter({expr}, requires_grad=False)")
+                else:
+                    exprs.append(f"self.register_buffer({attr!r}, {expr})")
         else:
             names[tid] = f"x{len(inputs)}"
-            made, note = value_expr(value, names[tid])
+            made, values[names[tid]], note = value_expr(value, names[tid])
             inputs.append((tid, ver))
             made_inputs.append(made)
+            key_inputs.append(_placeholder(value))
         if note:
             notes.append(note)
     args = ", ".join(names[tid] for tid, _ in inputs)
@@ -122,19 +154,6 @@ def render(tape: Tape, region: Region) -> Rendered:
         body.insert(1, f"        dev = {anchor}.device")  # creation ops land where the inputs are
     outs = [names[tid] for tid, _ in region.outputs]
     body.append(f"        return {', '.join(outs)}")
-    init_body = "\n".join(f"        {line}" for line in inits) or "        pass"
-    input_lines = "\n".join(f"        {m}," for m in made_inputs)
-    helpers = helpers_for("\n".join(inits + made_inputs))
-    source = (
-        "import torch\nimport torch.nn as nn\n\n"
-        + (f"\n{helpers}\n\n" if helpers else "")
-        + "\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        + init_body
-        + "\n\n"
-        + "\n".join(body)
-        + "\n\n\ndef get_inputs():\n    return [\n"
-        + input_lines
-        + ("\n" if input_lines else "")
-        + "    ]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    return Rendered(source, params, inputs, notes)
+    source = _assemble(inits, made_inputs, body)
+    shape_key = _assemble(key_inits, key_inputs, body)
+    return Rendered(source, params, inputs, notes, values, shape_key)
