@@ -179,8 +179,7 @@ def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_ent
     first = capture(plain_entry, out)
     (out / first.tasks[0].file).write_text("stale")  # type: ignore[operator]
     second = capture(plain_entry, out)
-    # Files are named by rank, and ranks follow measured times (they may swap between captures):
-    # the folder holds exactly the second capture, nothing of the first.
+    # The folder holds exactly the second capture, nothing of the first.
     written = {p.name for p in out.iterdir()}
     assert written == {t.file for t in second.tasks if t.file} | {"capture.json"}
     assert not any("stale" in (out / name).read_text() for name in written)

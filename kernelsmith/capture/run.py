@@ -1,7 +1,8 @@
 """`kernelsmith capture`: ENTRY's model, recorded, timed, cut into regions, ranked, written as tasks.
 
-DIR gets one task file per distinct region (`01_llamarmsnorm.py`, ...) and `capture.json`: the ranked
-list of every region with its share of the forward's time and whether (or why not) it was written.
+DIR gets one task file per distinct region, named by the region (`llamarmsnorm.py`, ...), and
+`capture.json`: the ranked list of every region with its share of the forward's time and whether (or
+why not) it was written. Names and task files hold nothing measured: a re-capture keeps them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 import torch
 
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.names import region_name
+from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
+from kernelsmith.capture.task_file import header, module_path, region_key
 from kernelsmith.capture.validate import check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
@@ -40,6 +42,7 @@ class CapturedTask:
     why: str | None = None
     ops: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
+    region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
 
 
 @dataclass
@@ -63,34 +66,6 @@ def _prepare_out(out: Path) -> None:
         except (ValueError, KeyError, TypeError):
             raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
     prepare(out, MANIFEST, owned, "capture")
-
-
-def _header(
-    entry: str, tape: Tape, group: list[Region], calls: int, share: float, measure: str, device: str, rendered: Rendered
-) -> str:
-    first = group[0]
-    cls = tape.calls[first.call].cls if first.call is not None else tape.model_class
-    paths = sorted({tape.calls[r.call].path if r.call is not None else tape.model_class for r in group})
-    lines = [
-        f"Captured by `kernelsmith capture {entry}`.",
-        f"Module: {', '.join(paths)} ({cls}); {calls} call(s) per forward.",
-        f"Share of the forward's {measure} ({device}): {share:.1%}.",
-    ]
-    kind_of = lambda m: f"{str(m.dtype).removeprefix('torch.')}{list(m.shape)}"
-    for k, (tid, _) in enumerate(rendered.inputs):
-        m = tape.meta[tid]
-        kind, name = tape.origin.get(tid, ("activation", ""))
-        if tid in tape.creator:
-            op = tape.ops[tape.creator[tid]]
-            where = tape.calls[op.call].path if op.call is not None else tape.model_class
-            kind, name = "activation", f"from {op.name} in {where}"
-        lines.append(f"x{k}: {kind_of(m)} stride {list(m.stride)}, {kind} {name}".rstrip())
-        lines.append(f"    values: {rendered.values[f'x{k}']}")
-    for attr, (tid, _) in rendered.params.items():
-        m = tape.meta[tid]
-        lines.append(f"self.{attr}: {kind_of(m)} from {tape.origin[tid][1]} ({rendered.values[attr]})")
-    lines += [f"Note: {n}" for n in rendered.notes]
-    return '"""' + "\n".join(lines) + '\n"""\n\n'
 
 
 def _scope(tape: Tape, call: int | None) -> str:
@@ -131,48 +106,43 @@ def capture(
             groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
         except RenderError as exc:
             groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
-    ranked = sorted(groups.values(), key=lambda g: -sum(times.per_op_us[i] for r, _, _ in g for i in r.ops))
+    names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
+    spent = {k: sum(times.per_op_us[i] for r, _, _ in g for i in r.ops) for k, g in groups.items()}
     tasks: list[CapturedTask] = []
-    taken: set[str] = set()
     total = times.total_us or 1.0
-    for rank, group in enumerate(ranked, 1):
+    for rank, key in enumerate(sorted(groups, key=lambda k: -spent[k]), 1):
+        group = groups[key]
         region, rendered, why = group[0]
-        spent = sum(times.per_op_us[i] for r, _, _ in group for i in r.ops)
-        name = region_name(tape, region)
-        if name in taken and region.call is not None:  # q_proj vs o_proj: the module's own name tells them apart
-            name += "_" + tape.calls[region.call].path.rsplit(".", 1)[-1]
-        name = name if name not in taken else f"{name}_{rank}"
-        taken.add(name)
-        share = spent / total
+        share = spent[key] / total
+        paths = [module_path(tape, r) for r, _, _ in group]
+        identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         file = None
         if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
             why = f"beyond --top {top}"
         elif why is None and share < min_share:
             why = f"below --min-share {min_share:g}"
         elif why is None and rendered is not None:
-            source = (
-                _header(entry, tape, [g[0] for g in group], len(group), share, times.measure, device, rendered)
-                + rendered.body
-            )
+            source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
             why = check_task(source, tape, region, rendered, device)
             if why is None:
-                file = f"{rank:02d}_{name}.py"
+                file = f"{names[key]}.py"
                 (out / file).write_text(source, encoding="utf-8")
         cls = tape.calls[region.call].cls if region.call is not None else tape.model_class
         tasks.append(
             CapturedTask(
                 rank,
-                name,
+                names[key],
                 file,
-                [tape.calls[r.call].path if r.call is not None else tape.model_class for r, _, _ in group],
+                paths,
                 cls,
                 len(group),
                 share,
-                spent,
+                spent[key],
                 file is not None,
                 why,
                 [tape.ops[i].name for i in region.ops],
                 sorted({_scope(tape, r.call) for r, _, _ in group}),
+                identity,
             )
         )
     result = Capture(
