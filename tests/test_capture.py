@@ -12,7 +12,8 @@ import pytest
 import torch
 from conftest import REPO
 
-from kernelsmith.capture import write_task
+from kernelsmith.capture import profile, write_task
+from kernelsmith.capture import run as run_module
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.run import capture
 from kernelsmith.errors import UserError
@@ -32,9 +33,13 @@ class Block(nn.Module):
         self.weight = nn.Parameter(torch.ones(48))
 
     def forward(self, x):
+        PROFILED.append(torch.autograd._profiler_enabled())
         h = self.proj(x)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
         return torch.nn.functional.gelu(h)
+
+
+PROFILED = []  # per forward: was the profiler on
 
 
 def make():
@@ -102,6 +107,34 @@ def test_plain_module_is_cut_at_the_gemm(plain_entry: str, tmp_path: Path):
     assert [t["rank"] for t in manifest["tasks"]] == [1, 2] and manifest["covered_share"] > 0
     for t in written:
         _runs(tmp_path / "out" / t.file)
+
+
+def test_ranks_are_the_median_of_profiled_forwards_and_the_time_per_forward_is_unprofiled(
+    plain_entry: str, tmp_path: Path, monkeypatch
+):
+    tapes, forwards = [], []
+    real_record, real_read = run_module.record, profile.read_times
+    monkeypatch.setattr(run_module, "record", lambda *a: tapes.append(real_record(*a)) or tapes[-1])
+
+    def read(prof, n_ops, device, overhead_us):  # 10 us an op; one forward under load: its GEMM 100x
+        times = real_read(prof, n_ops, device, overhead_us)
+        forwards.append(times)
+        loaded = len(forwards) == 2
+        times.per_op_us = [1000.0 if loaded and op.name == "addmm.default" else 10.0 for op in tapes[0].ops]
+        times.total_us = sum(times.per_op_us) * 1.25
+        return times
+
+    monkeypatch.setattr(profile, "read_times", read)
+    done = capture(plain_entry, tmp_path / "out", forwards=5)
+    assert len(forwards) == 5 and done.forwards == 5
+    gemm, norm = (next(t for t in done.tasks if op in t.ops) for op in ("addmm.default", "gelu.default"))
+    assert norm.rank == 1 and gemm.rank == 2  # one loaded forward does not move the ranks
+    assert gemm.share == pytest.approx(0.8 / len(tapes[0].ops)) and gemm.share_range[1] > 0.5
+    manifest = json.loads((tmp_path / "out/capture.json").read_text())
+    assert manifest["profiled_us"]["low"] <= manifest["total_us"] <= manifest["profiled_us"]["high"]
+    # The forward's own time is measured apart, the profiler off (warm-up, 5 timed, the record; 5 profiled).
+    assert sys.modules["_kernelsmith_capture_plain_model"].PROFILED == [False] * 7 + [True] * 5
+    assert 0 < manifest["wall_ms"]["low"] <= manifest["wall_ms"]["median"] <= manifest["wall_ms"]["high"]
 
 
 def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Path, monkeypatch):

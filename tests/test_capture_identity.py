@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelsmith.capture import tape as tape_module
+from kernelsmith.capture import profile
 from kernelsmith.capture.apply import apply_runs, choose, read_capture
 from kernelsmith.capture.run import capture
 from kernelsmith.evolve.program import Program
@@ -62,7 +62,7 @@ def _stored_run(run_dir: Path, task_path: Path) -> Path:
 
 def _reversed_times(monkeypatch) -> None:
     """Another capture's timings: every op's time scaled by its place, so that the ranks turn over."""
-    real = tape_module.read_times
+    real = profile.read_times
 
     def other(*args, **kwargs):
         times = real(*args, **kwargs)
@@ -70,7 +70,7 @@ def _reversed_times(monkeypatch) -> None:
         times.total_us = sum(times.per_op_us) * 1.5
         return times
 
-    monkeypatch.setattr(tape_module, "read_times", other)
+    monkeypatch.setattr(profile, "read_times", other)
 
 
 def test_a_recapture_keeps_names_and_identity_and_apply_finds_earlier_runs(entry, tmp_path: Path, monkeypatch):

@@ -17,6 +17,7 @@ import torch
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import prepare
+from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
 from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key
@@ -36,24 +37,28 @@ class CapturedTask:
     module_paths: list[str]
     module_class: str
     calls: int  # per forward
-    share: float  # of the forward's time
-    time_us: float  # all calls in one forward
+    share: float  # of the profiled forward's time: the median over the profiled forwards
+    time_us: float  # all calls in one forward (the median)
     validated: bool
     why: str | None = None
     ops: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
     region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
+    share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
 
 
 @dataclass
 class Capture:
     entry: str
     device: str
-    measure: str  # "device time" or "CPU time"
-    total_us: float
+    measure: str  # "device time" or "CPU time": what the shares are of, under the profiler
+    total_us: float  # that measure per profiled forward (the median): the shares' whole
     covered_share: float  # the share of the forward's time in the written tasks
     out_dir: str
     tasks: list[CapturedTask]
+    forwards: int = 1  # profiled forwards the ranking is the median of
+    profiled_us: Spread | None = None  # total_us over them: median, lowest, highest
+    wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
 
 
 def _prepare_out(out: Path) -> None:
@@ -77,13 +82,21 @@ def _scope(tape: Tape, call: int | None) -> str:
     return tape.calls[call].path
 
 
-def capture(
-    entry: str, out_dir: str | Path, device: str = "cpu", top: int | None = None, min_share: float = 0.0
-) -> Capture:
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError(NO_CUDA_GPU)
-    out = Path(out_dir)
-    _prepare_out(out)
+def _timed_groups(
+    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]], samples: list[OpTimes]
+) -> dict[str, tuple[float, Spread]]:
+    """Per group: its time per forward (the median over the profiled forwards) and its share of each
+    forward's total (median, lowest, highest)."""
+    out = {}
+    for key, group in groups.items():
+        spent = [sum(s.per_op_us[i] for r, _, _ in group for i in r.ops) for s in samples]
+        shares = [t / (s.total_us or 1.0) for t, s in zip(spent, samples)]
+        out[key] = (Spread.of(spent).median, Spread.of(shares))
+    return out
+
+
+def _forward(entry: str, device: str):
+    """ENTRY's model and a maker of fresh copies of its inputs, after one warm-up forward."""
     made = call_entry(entry, device)
     try:
         fresh = lambda: copy.deepcopy((made.args, made.kwargs))
@@ -98,7 +111,25 @@ def capture(
             made.model(*args, **kwargs)  # warm-up: lazy inits and caches happen outside the record
         except Exception as exc:
             raise UserError(f"ENTRY {entry}: the model's forward raised {type(exc).__name__}: {exc}") from None
-    tape, times = record(made.model, *fresh(), device)
+    return made, fresh
+
+
+def capture(
+    entry: str,
+    out_dir: str | Path,
+    device: str = "cpu",
+    top: int | None = None,
+    min_share: float = 0.0,
+    forwards: int = 5,
+) -> Capture:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError(NO_CUDA_GPU)
+    out = Path(out_dir)
+    _prepare_out(out)
+    made, fresh = _forward(entry, device)
+    wall = wall_times_ms(made.model, fresh, device, forwards)
+    tape = record(made.model, *fresh())
+    samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
     groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
     for k, region in enumerate(find_regions(tape)):
         try:
@@ -107,19 +138,18 @@ def capture(
         except RenderError as exc:
             groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
-    spent = {k: sum(times.per_op_us[i] for r, _, _ in g for i in r.ops) for k, g in groups.items()}
+    timed = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
-    total = times.total_us or 1.0
-    for rank, key in enumerate(sorted(groups, key=lambda k: -spent[k]), 1):
+    for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
         group = groups[key]
         region, rendered, why = group[0]
-        share = spent[key] / total
+        spent, share = timed[key]
         paths = [module_path(tape, r) for r, _, _ in group]
         identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         file = None
         if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
             why = f"beyond --top {top}"
-        elif why is None and share < min_share:
+        elif why is None and share.median < min_share:
             why = f"below --min-share {min_share:g}"
         elif why is None and rendered is not None:
             source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
@@ -136,17 +166,20 @@ def capture(
                 paths,
                 cls,
                 len(group),
-                share,
-                spent[key],
+                share.median,
+                spent,
                 file is not None,
                 why,
                 [tape.ops[i].name for i in region.ops],
                 sorted({_scope(tape, r.call) for r, _, _ in group}),
                 identity,
+                [share.low, share.high],
             )
         )
+    profiled = Spread.of([s.total_us for s in samples])
+    covered = sum(t.share for t in tasks if t.file)
     result = Capture(
-        entry, device, times.measure, times.total_us, sum(t.share for t in tasks if t.file), str(out), tasks
+        entry, device, samples[0].measure, profiled.median, covered, str(out), tasks, forwards, profiled, wall
     )
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

@@ -21,23 +21,39 @@ def capture_cmd(
     device: Device = typer.Option(Device.cpu, help="where the model runs: cpu, or cuda"),
     top: int | None = typer.Option(None, "--top", min=1, help="write at most this many tasks, the heaviest first"),
     min_share: float = typer.Option(0.0, "--min-share", min=0.0, max=1.0, help="skip regions below this share"),
+    forwards: int = typer.Option(
+        5, "--forwards", min=1, help="profiled forwards to rank on (their median; the table gives the spread)"
+    ),
 ) -> None:
-    """Record one forward of a model, rank the regions a kernel would fuse by their share of its time,
-    and write each as a task at its real shapes (docs/capture.md)."""
+    """Run a model's forward, rank the regions a kernel would fuse by their share of its time (the
+    median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.run import capture
 
     try:
-        done = capture(entry, out, device.value, top, min_share)
+        done = capture(entry, out, device.value, top, min_share, forwards)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
         return
-    table = Table(title=f"{entry}: {done.total_us / 1000:.3g} ms of {done.measure} per forward ({done.device})")
-    for col in ("rank", "task", "calls", "share", "origin"):
+    wall, profiled = done.wall_ms, done.profiled_us
+    assert wall is not None and profiled is not None
+    table = Table(
+        title=f"{entry}: {wall.median:.3g} ms per forward ({done.device}, wall time without the profiler; "
+        f"{wall.low:.3g}-{wall.high:.3g} over {done.forwards})"
+    )
+    for col in ("rank", "task", "calls", "share", "spread", "origin"):
         table.add_column(col)
     for t in done.tasks:
         origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
-        table.add_row(str(t.rank), t.file or f"[dim]{t.name}: {t.why}[/]", str(t.calls), f"{t.share:.1%}", origin)
+        low, high = t.share_range
+        spread = f"{low:.1%}-{high:.1%}"
+        table.add_row(
+            str(t.rank), t.file or f"[dim]{t.name}: {t.why}[/]", str(t.calls), f"{t.share:.1%}", spread, origin
+        )
     console.print(table)
+    console.print(
+        f"shares: of the forward's {done.measure} under the profiler, the median of {done.forwards} profiled "
+        f"forwards ({profiled.median / 1000:.3g} ms; {profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
+    )
     written = sum(1 for t in done.tasks if t.file)
     console.print(
         f"{written} tasks covering {done.covered_share:.1%} of the forward in {out}/ (capture.json lists all)"
