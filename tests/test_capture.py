@@ -231,3 +231,21 @@ def test_cli_capture_end_to_end(tmp_path: Path):
     assert manifest["tasks"][3]["why"] == "beyond --top 3" and manifest["measure"] == "CPU time"
     p = run("examples/llama_decode/model.py", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_user_text_is_never_markup_and_the_switch_to_eval_is_said(tmp_path: Path):
+    """`zoo.py:cat` once printed as `zoo.py🐱` (rich's emoji codes), and capture switched the model to
+    eval() without a word."""
+    ks = Path(sys.executable).parent / "kernelsmith"
+    folder = tmp_path / "[bold]zoo"
+    folder.mkdir()
+    (folder / "zoo.py").write_text(textwrap.dedent(PLAIN).replace("def make():", "def cat():"))
+    run = lambda *a: subprocess.run([str(ks), "capture", *a], capture_output=True, text=True, timeout=300)
+    p = run(f"{folder}/zoo.py:cat", "--out", str(tmp_path / "out"), "--forwards", "2")
+    out = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stderr
+    assert f"{folder}/zoo.py:cat:" in out and "🐱" not in out
+    assert "mode: the model was in training mode; capture ran it in eval() mode" in out
+    assert json.loads((tmp_path / "out/capture.json").read_text())["switched_to_eval"] is True
+    p = run("nowhere/zoo.py:cat", "--out", str(tmp_path / "bad"))
+    assert p.returncode == 2 and "ENTRY nowhere/zoo.py:cat: file not found" in p.stderr and "🐱" not in p.stderr

@@ -3,6 +3,8 @@
 The factory returns `(model, inputs)`: inputs is a tuple or list of positional arguments, a dict of
 keyword arguments, or one tensor. A factory that takes a `device` parameter is called with capture's
 --device; one that does not is called with no arguments and its model and tensors are moved there.
+The model runs in eval() mode (dropout off, BatchNorm on its running statistics): what a served
+model runs. `Entry.was_training` says when that switched a module out of training mode.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Entry:
     model: torch.nn.Module
     args: tuple
     kwargs: dict[str, Any]
+    was_training: bool = False  # some module was in training mode: it runs in eval() mode here
 
 
 def _module_from_file(path: Path, spec: str):
@@ -109,4 +112,5 @@ def call_entry(spec: str, device: str) -> Entry:
     if not takes_device:
         model = model.to(device)
         args, kwargs = tuple(_to(a, device) for a in args), {k: _to(v, device) for k, v in kwargs.items()}
-    return Entry(spec=spec, model=model.eval(), args=args, kwargs=kwargs)
+    training = any(m.training for m in model.modules())
+    return Entry(spec=spec, model=model.eval(), args=args, kwargs=kwargs, was_training=training)

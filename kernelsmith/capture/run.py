@@ -59,6 +59,7 @@ class Capture:
     forwards: int = 1  # profiled forwards the ranking is the median of
     profiled_us: Spread | None = None  # total_us over them: median, lowest, highest
     wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
+    switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
 
 
 def _prepare_out(out: Path) -> None:
@@ -177,9 +178,18 @@ def capture(
             )
         )
     profiled = Spread.of([s.total_us for s in samples])
-    covered = sum(t.share for t in tasks if t.file)
     result = Capture(
-        entry, device, samples[0].measure, profiled.median, covered, str(out), tasks, forwards, profiled, wall
+        entry=entry,
+        device=device,
+        measure=samples[0].measure,
+        total_us=profiled.median,
+        covered_share=sum(t.share for t in tasks if t.file),
+        out_dir=str(out),
+        tasks=tasks,
+        forwards=forwards,
+        profiled_us=profiled,
+        wall_ms=wall,
+        switched_to_eval=made.was_training,
     )
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result
