@@ -249,3 +249,18 @@ def test_user_text_is_never_markup_and_the_switch_to_eval_is_said(tmp_path: Path
     assert json.loads((tmp_path / "out/capture.json").read_text())["switched_to_eval"] is True
     p = run("nowhere/zoo.py:cat", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and "ENTRY nowhere/zoo.py:cat: file not found" in p.stderr and "🐱" not in p.stderr
+
+
+def test_a_module_entry_imports_from_the_current_folder(tmp_path: Path):
+    """`kernelsmith capture block:make` in the model's own folder, as `python -m` would import it."""
+    (tmp_path / "block_of_mine.py").write_text(textwrap.dedent(PLAIN))
+    ks = Path(sys.executable).parent / "kernelsmith"
+    p = subprocess.run(
+        [str(ks), "capture", "block_of_mine:make", "--out", "out", "--forwards", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out/capture.json").is_file()

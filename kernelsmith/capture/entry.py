@@ -1,4 +1,5 @@
 """ENTRY (`package.module:factory` or `path/to/file.py:factory`): the user's factory, loaded and called.
+A module ENTRY imports as under `python -m`: the current folder is on the import path.
 
 The factory returns `(model, inputs)`: inputs is a tuple or list of positional arguments, a dict of
 keyword arguments, or one tensor. A factory that takes a `device` parameter is called with capture's
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,8 @@ def load_factory(spec: str):
     if where.endswith(".py") or "/" in where:
         module = _module_from_file(Path(where), spec)
     else:
+        if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does: the folder it runs in
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
