@@ -51,6 +51,10 @@ def not_a_pair():
     return Block()
 
 
+def raises():
+    return Block(), (torch.randn(4, 31),)
+
+
 class InPlace(nn.Module):
     # In-place ops on a region's input: the model's own input scaled, a ReLU(inplace=True) after a GEMM.
 
@@ -264,3 +268,22 @@ def test_a_module_entry_imports_from_the_current_folder(tmp_path: Path):
     )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out/capture.json").is_file()
+
+
+def test_a_capture_that_writes_nothing_is_an_error_and_leaves_no_folder(plain_entry: str, tmp_path: Path):
+    ks = Path(sys.executable).parent / "kernelsmith"
+    run = lambda *a: subprocess.run([str(ks), "capture", *a], capture_output=True, text=True, timeout=300)
+    p = run(plain_entry, "--out", str(tmp_path / "none"), "--min-share", "0.99", "--forwards", "1")
+    said = [line for line in p.stderr.splitlines() if not line.startswith("USDT")]  # the profiler's own
+    assert p.returncode == 2 and len(said) == 1, p.stdout + p.stderr
+    assert "no region reaches --min-share 0.99: the heaviest takes" in p.stderr and not (tmp_path / "none").exists()
+    p = run(plain_entry.replace(":make", ":raises"), "--out", str(tmp_path / "failed"))
+    assert p.returncode == 2 and "the model's forward raised RuntimeError" in p.stderr
+    assert not (tmp_path / "failed").exists()
+    p = run(plain_entry, "--out", str(tmp_path / "one"), "--top", "1", "--forwards", "1")
+    assert p.returncode == 0 and "1 task covering" in " ".join(p.stdout.split()), p.stderr
+    # A previous capture stays whole when a re-capture into its folder writes nothing.
+    before = {f.name: f.read_text() for f in (tmp_path / "one").iterdir()}
+    with pytest.raises(UserError, match="no region reaches"):
+        capture(plain_entry, tmp_path / "one", min_share=0.99, forwards=1)
+    assert {f.name: f.read_text() for f in (tmp_path / "one").iterdir()} == before

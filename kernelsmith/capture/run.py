@@ -16,6 +16,7 @@ import torch
 
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.names import unique_names
+from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
 from kernelsmith.capture.regions import Region, find_regions
@@ -62,16 +63,25 @@ class Capture:
     switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
 
 
-def _prepare_out(out: Path) -> None:
-    """An empty or new DIR, or one that holds a previous capture (replaced); anything else is refused."""
+def _owned(out: Path) -> set[str]:
+    """The task files a previous capture wrote in `out` (a re-capture replaces them)."""
     manifest = out / MANIFEST
-    owned: set[str] = set()
-    if manifest.is_file():
-        try:
-            owned = {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
-        except (ValueError, KeyError, TypeError):
-            raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
-    prepare(out, MANIFEST, owned, "capture")
+    if not manifest.is_file():
+        return set()
+    try:
+        return {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
+
+
+def _nothing_written(tasks: list[CapturedTask], min_share: float) -> str:
+    """Why a capture has no task to write (one line)."""
+    if tasks and all(t.why == f"below --min-share {min_share:g}" for t in tasks if t.why):
+        return f"no region reaches --min-share {min_share:g}: the heaviest takes {tasks[0].share:.1%} of the forward"
+    first = next((t for t in tasks if t.why), None)
+    return f"no region of the forward could be written as a task ({len(tasks)} regions" + (
+        f"; the heaviest, {first.name}: {first.why})" if first else ")"
+    )
 
 
 def _scope(tape: Tape, call: int | None) -> str:
@@ -94,6 +104,19 @@ def _timed_groups(
         shares = [t / (s.total_us or 1.0) for t, s in zip(spent, samples)]
         out[key] = (Spread.of(spent).median, Spread.of(shares))
     return out
+
+
+def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
+    """The regions, rendered, grouped by their rendering less its values (the same layer in every
+    block is one task); a region that cannot be rendered is a group of its own, with the reason."""
+    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
+    for k, region in enumerate(find_regions(tape)):
+        try:
+            rendered = render(tape, region)
+            groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
+        except RenderError as exc:
+            groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
+    return groups
 
 
 def _forward(entry: str, device: str):
@@ -126,21 +149,16 @@ def capture(
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
     out = Path(out_dir)
-    _prepare_out(out)
+    check_out(out, MANIFEST, _owned(out), "capture")  # refused before the work; made or emptied after it
     made, fresh = _forward(entry, device)
     wall = wall_times_ms(made.model, fresh, device, forwards)
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
-    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
-    for k, region in enumerate(find_regions(tape)):
-        try:
-            rendered = render(tape, region)
-            groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
-        except RenderError as exc:
-            groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
+    groups = _grouped(tape)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
+    sources: dict[str, str] = {}
     for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
         group = groups[key]
         region, rendered, why = group[0]
@@ -157,7 +175,7 @@ def capture(
             why = check_task(source, tape, region, rendered, device)
             if why is None:
                 file = f"{names[key]}.py"
-                (out / file).write_text(source, encoding="utf-8")
+                sources[file] = source
         cls = tape.calls[region.call].cls if region.call is not None else tape.model_class
         tasks.append(
             CapturedTask(
@@ -191,5 +209,10 @@ def capture(
         wall_ms=wall,
         switched_to_eval=made.was_training,
     )
+    if not sources:
+        raise UserError(_nothing_written(tasks, min_share))
+    prepare(out, MANIFEST, _owned(out), "capture")
+    for file, source in sources.items():
+        (out / file).write_text(source, encoding="utf-8")
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

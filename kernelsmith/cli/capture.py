@@ -11,6 +11,7 @@ from rich.table import Table
 from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
+from kernelsmith.progress import counted
 
 
 def capture_cmd(
@@ -57,9 +58,9 @@ def capture_cmd(
             "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
             "running statistics), as a served model runs"
         )
-    written = sum(1 for t in done.tasks if t.file)
+    written = counted(sum(1 for t in done.tasks if t.file), "task")
     console.print(
-        f"{written} tasks covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
+        f"{written} covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
     )
 
 
