@@ -220,6 +220,12 @@ def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_ent
     written = {p.name for p in out.iterdir()}
     assert written == {t.file for t in second.tasks if t.file} | {"capture.json"}
     assert not any("stale" in (out / name).read_text() for name in written)
+    # `kernelsmith seed TASK.py` writes TASK_seed.py beside its task: a re-capture keeps it, refuses nothing.
+    seed = out / first.tasks[0].file.replace(".py", "_seed.py")  # type: ignore[union-attr]
+    seed.write_text("# a seed")
+    third = capture(plain_entry, out, forwards=1)
+    assert {p.name for p in out.iterdir()} == {t.file for t in third.tasks if t.file} | {"capture.json", seed.name}
+    assert seed.read_text() == "# a seed"
 
 
 def test_cli_capture_end_to_end(tmp_path: Path):

@@ -55,6 +55,8 @@ def unique_names(tape: Tape, regions: list[Region]) -> list[str]:
         name = region_name(tape, region)
         if name in taken and region.call is not None:
             name += "_" + re.sub(r"[^a-z0-9_]", "", tape.calls[region.call].path.rsplit(".", 1)[-1].lower())
+        if name.endswith("_seed"):  # not to be taken for a seed's file beside its task (run.SEEDS)
+            name += "_region"
         base, k = name, 2
         while name in taken:
             name, k = f"{base}_{k}", k + 1

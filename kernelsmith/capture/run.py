@@ -28,6 +28,8 @@ from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 
 MANIFEST = "capture.json"
+# `kernelsmith seed TASK.py` writes TASK_seed.py beside the task: a re-capture keeps them (names are stable).
+SEEDS = "_seed.py"
 
 
 @dataclass
@@ -149,7 +151,7 @@ def capture(
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
     out = Path(out_dir)
-    check_out(out, MANIFEST, _owned(out), "capture")  # refused before the work; made or emptied after it
+    check_out(out, MANIFEST, _owned(out), "capture", SEEDS)  # refused before the work; made or emptied after
     made, fresh = _forward(entry, device)
     wall = wall_times_ms(made.model, fresh, device, forwards)
     tape = record(made.model, *fresh())
@@ -211,7 +213,7 @@ def capture(
     )
     if not sources:
         raise UserError(_nothing_written(tasks, min_share))
-    prepare(out, MANIFEST, _owned(out), "capture")
+    prepare(out, MANIFEST, _owned(out), "capture", SEEDS)
     for file, source in sources.items():
         (out / file).write_text(source, encoding="utf-8")
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
