@@ -22,7 +22,7 @@ from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall
 from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key
-from kernelsmith.capture.validate import check_task
+from kernelsmith.capture.validate import check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
@@ -108,6 +108,19 @@ def _timed_groups(
     return out
 
 
+def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
+    """Leaves the task's CPU_SIZES out, with a note, when the task does not hold at them."""
+    plan = rendered.sizes
+    if plan is None:
+        return
+    why = check_small(rendered.body, tape, region, plan) if plan.cpu_block() else None
+    if why is not None:
+        rendered.body = rendered.body.replace(plan.cpu_block(), "")
+        rendered.notes.append(f"no CPU_SIZES (--small): {why}")
+    elif not plan.cpu_block():
+        rendered.notes.append("no CPU_SIZES (--small): every large extent is a parameter's, so none shrinks")
+
+
 def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
     """The regions, rendered, grouped by their rendering less its values (the same layer in every
     block is one task); a region that cannot be rendered is a group of its own, with the reason."""
@@ -173,6 +186,7 @@ def capture(
         elif why is None and share.median < min_share:
             why = f"below --min-share {min_share:g}"
         elif why is None and rendered is not None:
+            _check_cpu_sizes(tape, region, rendered)
             source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
             why = check_task(source, tape, region, rendered, device)
             if why is None:

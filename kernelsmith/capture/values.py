@@ -82,10 +82,10 @@ def _num(x: float) -> str:
     return _number(float(f"{x:.4g}"))
 
 
-def _float_expr(t: torch.Tensor, what: str, kind: str) -> tuple[str, str, str | None]:
+def _float_expr(t: torch.Tensor, what: str, kind: str, shape: str) -> tuple[str, str, str | None]:
     """(expression, how, note) for a floating tensor: its recorded structure kept (a constant, two
     values such as a mask, the sign and range of variances or scales), its values drawn."""
-    shape, dtype = list(t.shape), t.dtype
+    dtype = t.dtype
     x = t.detach().float()
     if not bool(torch.isfinite(x).all()):
         if t.numel() <= SMALL:
@@ -112,18 +112,33 @@ def _float_expr(t: torch.Tensor, what: str, kind: str) -> tuple[str, str, str | 
     return made, f"random: the recorded mean {float(mean):.3g}, spread {float(std):.3g}, range {lo:.3g}..{hi:.3g}", None
 
 
-def value_expr(t: torch.Tensor, what: str, kind: str = "activation") -> tuple[str, str, str | None]:
+def literal(t: torch.Tensor) -> bool:
+    """Whether `t` is written out value by value (its shape cannot change: CPU sizes keep it)."""
+    if t.numel() > SMALL:
+        return False
+    if t.dtype == torch.bool:
+        return True
+    if t.is_floating_point():
+        return t.numel() > 0 and not bool(torch.isfinite(t.detach()).all())
+    return not t.dtype.is_complex and (not t.numel() or _arange_of(t) is None)
+
+
+def value_expr(
+    t: torch.Tensor, what: str, kind: str = "activation", shape: str | None = None, stride: str | None = None
+) -> tuple[str, str, str | None]:
     """(expression, how, note): the expression makes a tensor of `t`'s shape, dtype and strides with
     values of its kind; `how` says which (for the task's header); the note, where its values are
-    not the recorded ones in kind. `kind`: "parameter", "buffer" or "activation"."""
-    shape, small, note, how = list(t.shape), t.numel() <= SMALL, None, "random"
+    not the recorded ones in kind. `kind`: "parameter", "buffer" or "activation"; `shape` and
+    `stride`: their text in the task (named sizes: sizes.py), the recorded ones by default."""
+    small, note, how = t.numel() <= SMALL, None, "random"
+    shape = shape or str(list(t.shape))
     if t.dtype == torch.bool:
         if small:
             made, how = _literal(t), "as recorded"
         else:
             made, note = f"torch.rand({shape}) < 0.5", f"{what}: a bool mask of {t.numel()} elements, random here"
     elif t.is_floating_point() and t.numel():
-        made, how, note = _float_expr(t, what, kind)
+        made, how, note = _float_expr(t, what, kind, shape)
     elif t.is_floating_point() or t.dtype.is_complex:
         made = f"torch.randn({shape}, dtype={t.dtype})"
     else:
@@ -136,6 +151,6 @@ def value_expr(t: torch.Tensor, what: str, kind: str = "activation") -> tuple[st
             lo, hi = int(t.min()), int(t.max())
             made, how = f"torch.randint({lo}, {hi + 1}, {shape}, dtype={t.dtype})", f"random within {lo}..{hi}"
             note = f"{what}: {t.numel()} integers, random within the recorded {lo}..{hi}"
-    if t.numel() > 1 and list(t.stride()) != contiguous_stride(shape):
-        made = f"_strided({made}, {list(t.stride())})"
+    if t.numel() > 1 and list(t.stride()) != contiguous_stride(list(t.shape)):
+        made = f"_strided({made}, {stride or list(t.stride())})"
     return made, how, note
