@@ -287,7 +287,8 @@ def test_a_capture_that_writes_nothing_is_an_error_and_leaves_no_folder(plain_en
     assert p.returncode == 2 and "the model's forward raised RuntimeError" in p.stderr
     assert not (tmp_path / "failed").exists()
     p = run(plain_entry, "--out", str(tmp_path / "one"), "--top", "1", "--forwards", "1")
-    assert p.returncode == 0 and "1 task covering" in " ".join(p.stdout.split()), p.stderr
+    said = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "1 task covering" in said and "the median of 1 profiled forward (" in said, p.stderr
     # A previous capture stays whole when a re-capture into its folder writes nothing.
     before = {f.name: f.read_text() for f in (tmp_path / "one").iterdir()}
     with pytest.raises(UserError, match="no region reaches"):

@@ -50,8 +50,9 @@ def capture_cmd(
         table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
     console.print(table)
     console.print(
-        f"shares: of the forward's {done.measure} under the profiler, the median of {done.forwards} profiled "
-        f"forwards ({profiled.median / 1000:.3g} ms; {profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
+        f"shares: of the forward's {done.measure} under the profiler, the median of "
+        f"{counted(done.forwards, 'profiled forward')} ({profiled.median / 1000:.3g} ms; "
+        f"{profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
     )
     if done.switched_to_eval:
         console.print(
