@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import torch
-
 from kernelsmith.capture.regions import Region, packet
 from kernelsmith.capture.tape import Ref, Tape
 
@@ -225,10 +223,10 @@ def _out_dims(plan: SizePlan, tape: Tape, i: int, shape: tuple[int, ...]) -> lis
     return dims
 
 
-def _attempt(tape: Tape, region: Region, activations: list[int], pinned: set[int]) -> SizePlan | set[int]:
+def _attempt(tape: Tape, region: Region, activations: dict[int, int], pinned: set[int]) -> SizePlan | set[int]:
     """The plan with the sizes in `pinned` kept, or the sizes a view would split (to keep too)."""
     plan = SizePlan()
-    for k, tid in enumerate(activations):
+    for tid, k in activations.items():
         for d, v in enumerate(tape.meta[tid].shape):
             if v > MAX_KEPT and v not in pinned and v not in plan.by_value:
                 name = f"X{k}_DIM{d}"
@@ -248,7 +246,7 @@ def _attempt(tape: Tape, region: Region, activations: list[int], pinned: set[int
     return plan
 
 
-def _shrink(plan: SizePlan, tape: Tape, activations: list[int]) -> None:
+def _shrink(plan: SizePlan, tape: Tape, activations: dict[int, int]) -> None:
     """The CPU sizes: the largest constants shrink first until each input is within BUDGET."""
     plan.cpu = dict(plan.constants)
     shrunk: list[str] = []
@@ -270,15 +268,11 @@ def _shrink(plan: SizePlan, tape: Tape, activations: list[int]) -> None:
         plan.by_value[v] = Dim(dim.text, plan.cpu[dim.text], dim.names)
 
 
-def plan_sizes(tape: Tape, region: Region, activations: list[int], fixed: list[int]) -> SizePlan:
-    """The plan for `region`: `activations` are its get_inputs() tensors (tids) that may shrink,
+def plan_sizes(tape: Tape, region: Region, activations: dict[int, int], fixed: list[int]) -> SizePlan:
+    """The plan for `region`: `activations` are its get_inputs() tensors that may shrink (tid -> its
+    place in get_inputs(), which names its constants: X1_DIM0 is first seen in x1's dimension 0),
     `fixed` the tensors whose every dimension keeps its size (parameters, buffers, literals)."""
     pinned = {v for tid in fixed for v in tape.meta[tid].shape}
     while not isinstance(plan := _attempt(tape, region, activations, pinned), SizePlan):
         pinned |= plan
     return plan
-
-
-def dims_match(plan: SizePlan, tid: int, got: torch.Tensor) -> bool:
-    want = plan.small_of(tid)
-    return want is None or list(got.shape) == want

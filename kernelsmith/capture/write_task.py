@@ -129,10 +129,14 @@ def _of_parameter(tape: Tape, tid: int) -> bool:
 
 def _plan(tape: Tape, region: Region) -> SizePlan:
     """Named sizes for the region's activations; parameters' (their views') and literals' stay."""
-    activations, fixed = [], []
+    activations: dict[int, int] = {}  # tid -> its place in get_inputs()
+    fixed: list[int] = []
+    places = [tid for tid, _ in region.inputs if tape.origin.get(tid, ("",))[0] not in ("parameter", "buffer")]
     for tid, ver in region.inputs:
-        moving = not _of_parameter(tape, tid) and not literal(tape.value(tid, ver))
-        (activations if moving else fixed).append(tid)
+        if _of_parameter(tape, tid) or literal(tape.value(tid, ver)):
+            fixed.append(tid)
+        else:
+            activations[tid] = places.index(tid)
     return plan_sizes(tape, region, activations, fixed)
 
 
