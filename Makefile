@@ -42,7 +42,7 @@ demo: $(STAMP)
 # One pytest worker per core; each test file stays on one worker, in file order (some files
 # rely on their order). A run that collects no test exits 5, which fails the target.
 test: lint
-	$(PY) -m pytest -q -n auto --dist loadfile tests
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
 
 # The unit tests alone (tests/unit: no sandbox, subprocess or server): seconds.
 unit: $(STAMP)
