@@ -1,0 +1,88 @@
+"""The forward's time before and after a patch, measured as `capture` measures it (one definition).
+
+The forward's device time is what capture's profile reads (capture/profile.py): the kernels launched
+under a profiler range around the forward, summed from the range's event on the CPU. Never the range's
+mirror on the GPU timeline: that spans from the first kernel to the last, the host's gaps between
+launches included, and at batch 1 the gaps are most of it (the Llama decode step's 5.4 ms of span held
+0.65 ms of kernels). Beside it, the eager wall time: synchronized, launches and the patch's dispatch
+included. On the CPU the profiled time is the range's CPU time, as capture's is: relative only.
+
+The original and the patched forward alternate (ABBA, so that drift hits both alike), several forwards
+each; medians and min-max spreads are reported, and a speedup whose spreads overlap is within noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kernelsmith.capture.patch_runtime import Patch
+from kernelsmith.capture.profile import profiling, read_times
+
+
+@dataclass
+class Spread:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, xs: list[float]) -> Spread:
+        return cls(statistics.median(xs), min(xs), max(xs))
+
+
+@dataclass
+class Timing:
+    measure: str  # "device time" | "eager time" | "CPU time"
+    before_ms: Spread
+    after_ms: Spread
+
+    @property
+    def speedup(self) -> float:
+        return self.before_ms.median / self.after_ms.median if self.after_ms.median > 0 else float("inf")
+
+    @property
+    def within_noise(self) -> bool:
+        return self.after_ms.low <= self.before_ms.high and self.before_ms.low <= self.after_ms.high
+
+
+def profiled_ms(run: Callable[[], object], device: str) -> float:
+    """One forward's time as capture reads it: device time on CUDA, CPU time on the CPU (ms)."""
+    with profiling(device) as prof:
+        run()
+    return read_times(prof, 0, device, 0.0).total_us / 1e3
+
+
+def _wall_ms(run: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    run()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - began) * 1e3
+
+
+def time_forwards(model, make: Callable[[], tuple], patch: Patch, device: str, reps: int) -> list[Timing]:
+    """(before, after) per measure: the profiled time first, then on CUDA the eager wall time."""
+    profiled: dict[bool, list[float]] = {False: [], True: []}
+    walls: dict[bool, list[float]] = {False: [], True: []}
+
+    def forward() -> Callable[[], object]:
+        args, kwargs = make()  # copied before the clock starts
+        return lambda: model(*args, **kwargs)
+
+    for rep in range(reps):
+        for patched in (rep % 2 == 0, rep % 2 != 0):
+            patch.active = patched
+            if device == "cuda":
+                walls[patched].append(_wall_ms(forward()))
+            profiled[patched].append(profiled_ms(forward(), device))
+    patch.active = True
+    measure = "device time" if device == "cuda" else "CPU time"
+    timings = [Timing(measure, Spread.of(profiled[False]), Spread.of(profiled[True]))]
+    if device == "cuda":
+        timings.append(Timing("eager time", Spread.of(walls[False]), Spread.of(walls[True])))
+    return timings
