@@ -4,29 +4,40 @@ a profiler whose events are a CUDA run's (FakeGpuProfile); what only a GPU shows
 from __future__ import annotations
 
 import copy
+import json
+import re
+import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
-from test_apply import HONEST, _patch, block  # noqa: F401  (block: the fixture)
+from test_apply import BLOCK, HONEST, _patch, _run, block  # noqa: F401  (block: the fixture)
 from torch.autograd import DeviceType  # pyright: ignore[reportPrivateImportUsage]
 from torch.profiler import ProfilerActivity
+from typer.testing import CliRunner
 
+import kernelsmith.capture.apply as apply_module
 import kernelsmith.capture.e2e as e2e
 import kernelsmith.capture.profile as capture_profile
+import kernelsmith.capture.run as capture_run
 from kernelsmith.capture.e2e import check
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.tape import record
+from kernelsmith.capture.validate import check_task
+from kernelsmith.cli.app import app
 
-KERNEL_US = 10.0  # each aten op that calls no other launches one kernel of this time
+KERNEL_US = 10.0  # each aten op that calls no other launches one kernel of this time, unless it makes no kernel
+NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::as_strided", "aten::resolve_conj", "aten::resolve_neg"}
+NO_KERNEL |= {"aten::view", "aten::_unsafe_view", "aten::alias", "aten::detach", "aten::set_", "aten::lift_fresh"}
 GAP_US = 1000.0  # host time between the first and the last kernel of a range, on top of its CPU time
 _REAL_PROFILE = torch.profiler.profile
 
 
 class FakeGpuProfile:
     """torch.profiler.profile as a CUDA run's events read, on the CPU: every aten op that calls no other
-    runs one kernel of KERNEL_US; a range's event on the CPU carries the kernels under it (its
+    (views and allocations aside) runs one kernel of KERNEL_US; a range's event on the CPU carries the kernels under it (its
     device_time_total), and its mirror on the GPU timeline spans from its first kernel to its last, the
     host's gaps included (its CPU time + GAP_US), as kineto reports a record_function range."""
 
@@ -44,7 +55,8 @@ class FakeGpuProfile:
         real = list(self.real.events() or [])
 
         def kernels_us(e) -> float:
-            own = KERNEL_US if e.name.startswith("aten::") and not e.cpu_children else 0.0
+            launches = e.name.startswith("aten::") and e.name not in NO_KERNEL and not e.cpu_children
+            own = KERNEL_US if launches else 0.0
             return own + sum(kernels_us(c) for c in e.cpu_children)
 
         cpu = [
@@ -86,3 +98,59 @@ def test_apply_reads_the_forwards_device_time_as_capture_does(block, tmp_path, f
     device = done.timings[0]
     assert device.before_ms.low == device.before_ms.median == device.before_ms.high
     assert device.before_ms.median == pytest.approx(captured.total_us / 1e3)
+
+
+@pytest.fixture
+def gpu_capture(tmp_path: Path, fake_gpu, monkeypatch):
+    """The block model captured and applied "on CUDA": the fake GPU's events, the model and kernels on the
+    CPU (the capture's tasks are validated there too)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for module in (capture_run, apply_module):
+        monkeypatch.setattr(module, "call_entry", lambda spec, device: call_entry(spec, "cpu"))
+    monkeypatch.setattr(
+        capture_run, "check_task", lambda src, tape, region, made, _: check_task(src, tape, region, made, "cpu")
+    )
+    monkeypatch.setattr(apply_module, "install", lambda model, out, device: install(model, out, "cpu"))
+    path = tmp_path / "block_model.py"
+    path.write_text(textwrap.dedent(BLOCK))
+    done = capture_run.capture(f"{path}:make", tmp_path / "cap", "cuda")
+    assert done.measure == "device time"
+    return tmp_path / "cap", next(t for t in done.tasks if t.file and "gelu.default" in t.ops)
+
+
+# The norm's kernel, with 30 multiplications by one more: 30 kernels more on the fake GPU.
+SLOW = HONEST.replace(
+    "        return F.gelu(", "        for _ in range(30):\n            x0 = x0 * 1.0\n        return F.gelu("
+)
+
+
+def _apply(tmp_path: Path, cap: Path, task, code: str, *flags: str):
+    run = _run(tmp_path / f"run{len(flags)}", cap / task.file, [(code, 2.0)])
+    args = ["apply", str(run), "--capture", str(cap), "--out", str(tmp_path / f"p{len(flags)}"), "--reps", "3", *flags]
+    said = CliRunner().invoke(app, args, terminal_width=400)
+    return said, json.loads((tmp_path / f"p{len(flags)}/apply.json").read_text())
+
+
+def test_a_patched_forward_slower_on_the_device_fails_the_check_and_names_its_kernel(gpu_capture, tmp_path):
+    """Issue 41: a patch measured slower than the model printed `check passed` and exited 0. A slower
+    device time is a failed promise: exit 1, the times and the kernel that cost it (its regions' time
+    before, by capture's share, and after); --accept-slower all passes it, and says so."""
+    cap, task = gpu_capture
+    name = Path(task.file).stem
+    said, applied = _apply(tmp_path, cap, task, SLOW)
+    out = " ".join(said.output.split())
+    assert said.exit_code == 1, out
+    device = applied["slower"][0]
+    assert device["measure"] == "device time" and device["accepted"] is None
+    assert device["after_ms"]["low"] > device["before_ms"]["high"]
+    (cost,) = device["kernels"]
+    assert cost["name"] == name and cost["after_ms"] >= cost["before_ms"] + 30 * KERNEL_US / 1e3
+    b, a = device["before_ms"]["median"], device["after_ms"]["median"]
+    assert f"-> check failed: the patched forward is slower, a failed promise: device time {b:.4g} -> {a:.4g} ms" in out
+    assert f"{name} {cost['before_ms']:.3g} -> {cost['after_ms']:.3g} ms" in out
+    assert re.search(r"\(--accept-slower (all|eager) accepts it\)$", out.strip())
+    said, applied = _apply(tmp_path, cap, task, SLOW, "--accept-slower", "all")
+    out = " ".join(said.output.split())
+    assert said.exit_code == 0 and applied["slower"][0]["accepted"] == "accepted: --accept-slower all", out
+    assert "-> check passed, but the patched forward is slower: device time" in out
+    assert out.strip().endswith("(accepted: --accept-slower all)")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from kernelsmith.capture.e2e import E2E, check, current_timers
 from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.gains import Slowdown, slowdowns
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
@@ -164,11 +165,13 @@ class Applied:
     device: str
     kernels: list[Chosen]
     e2e: E2E | None  # None: --no-check
+    accept_slower: str = "none"  # --accept-slower
+    slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
 
     @property
     def ok(self) -> bool:
         """The check passed: some kernel was substituted, outputs match, every substituted kernel took
-        its regions, no timer was replaced."""
+        its regions, no timer was replaced, and the patched forward is no slower (or that is accepted)."""
         return self.failure is None
 
     @property
@@ -188,6 +191,13 @@ class Applied:
         idle = [c.name for c in applied if not self.took(c)]
         if idle:
             return f"{', '.join(idle)} never took its region (it did none of the model's work)"
+        failing = [s for s in self.slower if s.accepted is None]
+        if failing:
+            accept = "eager" if all(s.measure == "eager time" for s in failing) else "all"
+            return (
+                f"the patched forward is slower, a failed promise: {'; '.join(s.line for s in failing)} "
+                f"(--accept-slower {accept} accepts it)"
+            )
         return None
 
     def took(self, c: Chosen) -> bool:
@@ -207,6 +217,7 @@ def apply_runs(
     atol: float | None = None,
     rtol: float | None = None,
     min_speedup: float = 1.0,
+    accept_slower: str = "none",
 ) -> Applied:
     """Write the patch for the runs' best kernels; unless told not to, check it on the captured model."""
     manifest = read_capture(capture_dir)
@@ -215,7 +226,7 @@ def apply_runs(
         raise UserError(NO_CUDA_GPU)
     picks = choose(run_dirs, capture_dir, manifest, min_speedup)
     write_patch(out, capture_dir, manifest, picks)
-    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None)
+    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None, accept_slower)
     if check_e2e:
         if device == "cpu":  # Triton kernels run on the CPU in its interpreter, as the sandboxes run them
             os.environ["TRITON_INTERPRET"] = "1"
@@ -229,5 +240,7 @@ def apply_runs(
             applied.e2e = check(entry, patch, device, reps, atol, rtol, timers)
         finally:
             patch.remove()
+        shares = {c.name: c.share for c in applied.kernels if c.why is None}
+        applied.slower = slowdowns(applied.e2e, shares, manifest.get("measure"), accept_slower)
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

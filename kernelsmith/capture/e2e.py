@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernelsmith.capture.entry import Entry
-from kernelsmith.capture.forward_time import Timing, time_forwards
+from kernelsmith.capture.forward_time import Spread, Timing, time_forwards
 from kernelsmith.capture.patch_runtime import Patch
 from kernelsmith.capture.tape import tensors_in
 from kernelsmith.errors import one_line
@@ -38,6 +38,7 @@ class E2E:
     merged: dict[str, str] = field(default_factory=dict)  # kernel -> the kernel that takes its regions
     skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why its region cannot be taken
     timings: list[Timing] = field(default_factory=list)
+    kernel_ms: dict[str, Spread] = field(default_factory=dict)  # kernel -> its regions' time per patched forward
     forged: str | None = None  # a timer replaced while the kernels ran
 
 
@@ -116,7 +117,7 @@ def check(
             mismatch = mismatch or m
         result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), dict(patch.skipped))
         if mismatch is None:
-            result.timings = time_forwards(model, make, patch, device, reps)
+            result.timings, result.kernel_ms = time_forwards(model, make, patch, device, reps)
     if timers is not None and current_timers() != timers:
         result.forged = "a timer (time.perf_counter, torch.cuda.synchronize/Event or torch.profiler) was replaced"
     return result

@@ -5,7 +5,9 @@ under a profiler range around the forward, summed from the range's event on the 
 mirror on the GPU timeline: that spans from the first kernel to the last, the host's gaps between
 launches included, and at batch 1 the gaps are most of it (the Llama decode step's 5.4 ms of span held
 0.65 ms of kernels). Beside it, the eager wall time: synchronized, launches and the patch's dispatch
-included. On the CPU the profiled time is the range's CPU time, as capture's is: relative only.
+included. On the CPU the profiled time is the range's CPU time, as capture's is: relative only. In the
+patched forward each region a kernel takes runs under a range of its own (Substitution.timed), read
+the same way: each kernel's time per forward.
 
 The original and the patched forward alternate (ABBA, so that drift hits both alike), several forwards
 each; medians and min-max spreads are reported, and a speedup whose spreads overlap is within noise.
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from kernelsmith.capture.patch_runtime import Patch
-from kernelsmith.capture.profile import profiling, read_times
+from kernelsmith.capture.profile import op_range, profiling, read_times
 
 
 @dataclass
@@ -50,11 +52,34 @@ class Timing:
         return self.after_ms.low <= self.before_ms.high and self.before_ms.low <= self.after_ms.high
 
 
-def profiled_ms(run: Callable[[], object], device: str) -> float:
-    """One forward's time as capture reads it: device time on CUDA, CPU time on the CPU (ms)."""
-    with profiling(device) as prof:
-        run()
-    return read_times(prof, 0, device, 0.0).total_us / 1e3
+class _Ranges:
+    """Gives each region a kernel takes in one forward a range of its own (capture's numbered op ranges)."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+    def __call__(self, name: str):
+        self.names.append(name)
+        return op_range(len(self.names) - 1)
+
+
+def profiled_ms(run: Callable[[], object], device: str, patch: Patch | None = None) -> tuple[float, dict[str, float]]:
+    """One forward's time as capture reads it (device time on CUDA, CPU time on the CPU), and with a
+    patch the time of each kernel's regions in it (ms)."""
+    ranges = _Ranges()
+    if patch is not None:
+        patch.mode.timed = ranges
+    try:
+        with profiling(device) as prof:
+            run()
+    finally:
+        if patch is not None:
+            patch.mode.timed = None
+    times = read_times(prof, len(ranges.names), device, 0.0)
+    kernels: dict[str, float] = {}
+    for name, us in zip(ranges.names, times.per_op_us):
+        kernels[name] = kernels.get(name, 0.0) + us / 1e3
+    return times.total_us / 1e3, kernels
 
 
 def _wall_ms(run: Callable[[], object]) -> float:
@@ -65,10 +90,14 @@ def _wall_ms(run: Callable[[], object]) -> float:
     return (time.perf_counter() - began) * 1e3
 
 
-def time_forwards(model, make: Callable[[], tuple], patch: Patch, device: str, reps: int) -> list[Timing]:
-    """(before, after) per measure: the profiled time first, then on CUDA the eager wall time."""
+def time_forwards(
+    model, make: Callable[[], tuple], patch: Patch, device: str, reps: int
+) -> tuple[list[Timing], dict[str, Spread]]:
+    """(before, after) per measure, the profiled time first, then on CUDA the eager wall time; and each
+    kernel's profiled time per patched forward."""
     profiled: dict[bool, list[float]] = {False: [], True: []}
     walls: dict[bool, list[float]] = {False: [], True: []}
+    kernels: dict[str, list[float]] = {name: [] for name in patch.mode.kernels}
 
     def forward() -> Callable[[], object]:
         args, kwargs = make()  # copied before the clock starts
@@ -79,10 +108,13 @@ def time_forwards(model, make: Callable[[], tuple], patch: Patch, device: str, r
             patch.active = patched
             if device == "cuda":
                 walls[patched].append(_wall_ms(forward()))
-            profiled[patched].append(profiled_ms(forward(), device))
+            total, per_kernel = profiled_ms(forward(), device, patch if patched else None)
+            profiled[patched].append(total)
+            for name in kernels if patched else ():
+                kernels[name].append(per_kernel.get(name, 0.0))
     patch.active = True
     measure = "device time" if device == "cuda" else "CPU time"
     timings = [Timing(measure, Spread.of(profiled[False]), Spread.of(profiled[True]))]
     if device == "cuda":
         timings.append(Timing("eager time", Spread.of(walls[False]), Spread.of(walls[True])))
-    return timings
+    return timings, {name: Spread.of(ms) for name, ms in kernels.items()}

@@ -3,7 +3,9 @@ the runs' best kernels back into it as a patch, checked end to end (docs/capture
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,6 +14,17 @@ from rich.table import Table
 from kernelsmith.cli.common import check_paths, console, fail
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
+
+if TYPE_CHECKING:
+    from kernelsmith.capture.apply import Applied
+
+
+class Slower(str, Enum):
+    """--accept-slower: which slower patched forward passes, named (kernelsmith/capture/gains.py)"""
+
+    none = "none"
+    eager = "eager"
+    all = "all"
 
 
 def capture_cmd(
@@ -57,21 +70,46 @@ def apply_cmd(
     min_speedup: float = typer.Option(
         1.0, "--min-speedup", min=0.0, help="leave out kernels whose verdict speedup is below this (CPU: use 0)"
     ),
+    accept_slower: Slower = typer.Option(
+        Slower.none,
+        "--accept-slower",
+        help="pass a patched forward slower than the original, named: eager (in eager time only: the patch's "
+        "dispatch, which a CUDA-graph replay does not pay) or all",
+    ),
 ) -> None:
     """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
-    forward's time before and after (docs/capture.md). Exit 1 when the check fails."""
+    forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
+    unless --accept-slower accepts it."""
     from kernelsmith.capture.apply import apply_runs
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
     try:
         done = apply_runs(
-            run_dirs, capture_dir, out, device.value if device else None, check, reps, atol, rtol, min_speedup
+            run_dirs,
+            capture_dir,
+            out,
+            device.value if device else None,
+            check,
+            reps,
+            atol,
+            rtol,
+            min_speedup,
+            accept_slower.value,
         )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
         return
+    console.print(_kernels_table(done))
+    if done.e2e is None:
+        console.print("end-to-end check skipped (--no-check)")
+        raise typer.Exit(0)
+    _say_check(done)
+    raise typer.Exit(0 if done.ok else 1)
+
+
+def _kernels_table(done: Applied) -> Table:
     e2e = done.e2e
     table = Table(title=f"{done.entry}: patch in {done.out_dir}/ ({done.device})")
     for col in ("task", "share", "kernel speedup", "calls", "taken per forward", "status"):
@@ -86,10 +124,13 @@ def apply_cmd(
             status, taken = f"not substituted: {e2e.skipped[c.name]}", "-"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
         table.add_row(c.name, f"{c.share:.1%}", speed, str(c.calls), taken, status)
-    console.print(table)
-    if e2e is None:
-        console.print("end-to-end check skipped (--no-check)")
-        raise typer.Exit(0)
+    return table
+
+
+def _say_check(done: Applied) -> None:
+    """The end-to-end check's lines: outputs, times, and the verdict last."""
+    e2e = done.e2e
+    assert e2e is not None
     if not e2e.trials:  # the patched forward raised: the message says how
         console.print(f"[red]{e2e.mismatch}[/]")
     elif e2e.outputs_match:
@@ -106,5 +147,10 @@ def apply_cmd(
         )
     if e2e.forged:
         console.print(f"[red]not trusted[/]: {e2e.forged}")
-    console.print("-> check passed" if done.ok else f"-> [red]check failed[/]: {escape(done.failure or '')}")
-    raise typer.Exit(0 if done.ok else 1)
+    if not done.ok:
+        console.print(f"-> [red]check failed[/]: {escape(done.failure or '')}")
+    elif done.slower:  # a slower forward is never passed without saying so
+        said = "; ".join(f"{s.line} ({s.accepted})" for s in done.slower)
+        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {escape(said)}")
+    else:
+        console.print("-> check passed")
