@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_apply import BLOCK, HONEST, _patch, _run, block  # noqa: F401  (block: the fixture)
+from test_apply import BLOCK, HONEST, _patch, block  # noqa: F401  (block: the fixture)
 from torch.autograd import DeviceType  # pyright: ignore[reportPrivateImportUsage]
 from torch.profiler import ProfilerActivity
 from typer.testing import CliRunner
@@ -27,6 +27,8 @@ from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.tape import record
 from kernelsmith.capture.validate import check_task
 from kernelsmith.cli.app import app
+from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.store import RunStore
 
 KERNEL_US = 10.0  # each aten op that calls no other launches one kernel of this time, unless it makes no kernel
 NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::as_strided", "aten::resolve_conj", "aten::resolve_neg"}
@@ -124,11 +126,19 @@ SLOW = HONEST.replace(
 )
 
 
-def _apply(tmp_path: Path, cap: Path, task, code: str, *flags: str):
-    run = _run(tmp_path / f"run{len(flags)}", cap / task.file, [(code, 2.0)])
-    args = ["apply", str(run), "--capture", str(cap), "--out", str(tmp_path / f"p{len(flags)}"), "--reps", "3", *flags]
+def _apply(tmp_path: Path, cap: Path, task, code: str, *flags: str, speedup: float = 2.0, noise: float = 0.0):
+    """`kernelsmith apply` in this process on a run whose best is `code`, its verdict `speedup` with a
+    relative `noise` (its timing's spread): (the CLI's result, apply.json)."""
+    label = f"{len(list(tmp_path.glob('run*')))}"
+    store = RunStore(tmp_path / f"run{label}")
+    store.set_meta("task_source", (cap / task.file).read_text())
+    timing = {"median_ms": 1.0, "std_ms": noise, "method": None}
+    store.add(Program(0, 0, "tune", code, "correct", correct=True, speedup=speedup, eval={"timing": timing}))
+    store.close()
+    out = tmp_path / f"p{label}"
+    args = ["apply", str(tmp_path / f"run{label}"), "--capture", str(cap), "--out", str(out), "--reps", "3", *flags]
     said = CliRunner().invoke(app, args, terminal_width=400)
-    return said, json.loads((tmp_path / f"p{len(flags)}/apply.json").read_text())
+    return said, json.loads((out / "apply.json").read_text())
 
 
 def test_a_patched_forward_slower_on_the_device_fails_the_check_and_names_its_kernel(gpu_capture, tmp_path):
@@ -154,3 +164,40 @@ def test_a_patched_forward_slower_on_the_device_fails_the_check_and_names_its_ke
     assert said.exit_code == 0 and applied["slower"][0]["accepted"] == "accepted: --accept-slower all", out
     assert "-> check passed, but the patched forward is slower: device time" in out
     assert out.strip().endswith("(accepted: --accept-slower all)")
+
+
+def test_apply_reports_the_change_the_verdicts_predict_beside_the_measured_one(gpu_capture, tmp_path):
+    """Issue 41 (DESIGN.md, "What a gain means"): the kernels' verdict speedups over their regions' shares
+    of capture's forward predict the forward's change; apply.json and the time's line give the
+    prediction beside the measurement and say when they disagree beyond the spreads, and capture's time
+    of the forward beside apply's original forward."""
+    cap, task = gpu_capture
+    said, applied = _apply(tmp_path, cap, task, HONEST, "--accept-slower", "all", speedup=2.0)
+    out = " ".join(said.output.split())
+    p, device = applied["prediction"], applied["e2e"]["timings"][0]
+    assert p["measure"] == "device time" and p["covered"] == pytest.approx(task.share)
+    assert p["speedup"] == pytest.approx(1 / (1 - task.share + task.share / 2.0))
+    assert p["speedup"] > 1 > p["measured"]  # on the fake GPU the kernel runs more kernels than the region
+    assert (
+        f"predicted {p['speedup']:.3g}x ({p['low']:.3g}-{p['high']:.3g}) from the verdicts over {task.share:.1%} of the forward (they disagree beyond the spreads)"
+        in out
+    )
+    before = device["before_ms"]["median"]
+    assert applied["capture_time"]["capture_ms"] == pytest.approx(before)  # one reading of one quantity
+    assert f"capture measured {before:.4g} ms of device time per forward: the original here agrees" in out
+    # The kernel's true speedup on its regions (its time over theirs here), as its verdict: the prediction
+    # is the measurement, within the verdict's 2 % noise.
+    cost = applied["slower"][0]["kernels"][0]
+    true = cost["before_ms"] / cost["after_ms"]
+    said, applied = _apply(
+        tmp_path, cap, task, HONEST, "--accept-slower", "all", "--min-speedup", "0", speedup=true, noise=0.02
+    )
+    out = " ".join(said.output.split())
+    p = applied["prediction"]
+    assert p["speedup"] == pytest.approx(p["measured"]) and p["low"] < p["speedup"] < p["high"]
+    assert "predicted" in out and "disagree" not in out, out
+    # A capture whose forward took twice as long disagrees with apply's original forward, and says so.
+    manifest = json.loads((cap / "capture.json").read_text())
+    (cap / "capture.json").write_text(json.dumps(manifest | {"total_us": manifest["total_us"] * 2}))
+    said, applied = _apply(tmp_path, cap, task, HONEST, "--accept-slower", "all")
+    assert "the original here disagrees beyond the spreads" in " ".join(said.output.split())

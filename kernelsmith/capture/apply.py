@@ -19,12 +19,13 @@ import torch
 
 from kernelsmith.capture.e2e import E2E, check, current_timers
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.gains import Slowdown, slowdowns
+from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.measuring.noise import speedup_noise
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
@@ -68,6 +69,7 @@ class Chosen:
     program: int | None  # the best program's id in the run's store (as `runs`, best.py and summary.json name it)
     why: str | None = None  # None: in the patch
     iteration: int | None = None  # the search iteration that made it
+    noise: float = 0.0  # the relative noise of its verdict speedup (evaluate/measuring/noise.py)
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -114,6 +116,7 @@ def choose(
             chosen.why = "no successful program in the run"
         else:
             chosen.speedup, chosen.program, chosen.iteration = best.speedup, best.id, best.iteration
+            chosen.noise = speedup_noise(best.eval)
             if best.speedup is None or best.speedup < min_speedup:
                 speedup = f"{best.speedup or 0:.3g}x"
                 chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
@@ -167,6 +170,8 @@ class Applied:
     e2e: E2E | None  # None: --no-check
     accept_slower: str = "none"  # --accept-slower
     slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
+    prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
+    capture_time: CaptureTime | None = None  # capture's time of the original forward beside apply's
 
     @property
     def ok(self) -> bool:
@@ -240,7 +245,10 @@ def apply_runs(
             applied.e2e = check(entry, patch, device, reps, atol, rtol, timers)
         finally:
             patch.remove()
-        shares = {c.name: c.share for c in applied.kernels if c.why is None}
-        applied.slower = slowdowns(applied.e2e, shares, manifest.get("measure"), accept_slower)
+        parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
+        measure = manifest.get("measure")
+        applied.slower = slowdowns(applied.e2e, parts, measure, accept_slower)
+        applied.prediction = predict(applied.e2e, parts, measure)
+        applied.capture_time = against_capture(applied.e2e, measure, manifest.get("total_us"))
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

@@ -1,5 +1,14 @@
-"""What a patch's gain means (DESIGN.md, "What a gain means"): a patched forward slower than the original
-is a failed promise, named as such, with the kernels that cost it.
+"""What a patch's gain means (DESIGN.md, "What a gain means"): the applied kernels' verdicts predict the
+forward's change, apply measures it as capture measured the forward and says when the two disagree,
+and a patched forward slower than the original is a failed promise, named as such, with the kernels
+that cost it.
+
+The prediction: each kernel's verdict speedup k over the share s of the captured forward its regions
+took (its task's share, and those of the tasks merged into it, times the share of their captured calls
+it took) gives the forward 1 - sum(s) + sum(s / k) of its time; its spread is each verdict speedup's
+own noise (evaluate/measuring/noise.py). It disagrees with the measurement when their spreads do not
+overlap. Capture's time of the forward, one profiled forward, agrees with apply's original forward
+when it lies within apply's spread widened by CAPTURE_NOISE.
 
 A measure is slower when the patched forward's spread lies above the original's (beyond both spreads).
 Each kernel's time before is its regions' share of the forward in capture's profile (where capture
@@ -17,6 +26,50 @@ from dataclasses import dataclass, field
 
 from kernelsmith.capture.e2e import E2E
 from kernelsmith.capture.forward_time import Spread, Timing
+
+# The spread of capture's one profiled forward, which has no repetitions of its own (provisional: on the
+# GPU its kernels' clocks and caches; on the CPU the host's load).
+CAPTURE_NOISE = {"device time": 0.10, "CPU time": 0.30}
+
+
+@dataclass
+class Part:
+    """A task whose kernel is in the patch."""
+
+    share: float  # of the captured forward
+    calls: int  # per forward, as captured
+    speedup: float  # its kernel's verdict speedup
+    noise: float = 0.0  # that speedup's relative noise
+
+
+@dataclass
+class Prediction:
+    measure: str  # capture's and the verdicts' time: device time on CUDA
+    covered: float  # the share of the captured forward whose regions the kernels took
+    speedup: float  # what the verdicts predict for the forward
+    low: float
+    high: float
+    measured: float  # what apply measured, and its spread (before over after)
+    measured_low: float
+    measured_high: float
+
+    @property
+    def agrees(self) -> bool:
+        return self.low <= self.measured_high and self.measured_low <= self.high
+
+
+@dataclass
+class CaptureTime:
+    """Capture's time of the original forward beside apply's."""
+
+    measure: str
+    capture_ms: float
+    here_ms: Spread
+
+    @property
+    def agrees(self) -> bool:
+        noise = CAPTURE_NOISE.get(self.measure, 0.3)
+        return self.here_ms.low * (1 - noise) <= self.capture_ms <= self.here_ms.high * (1 + noise)
 
 
 @dataclass
@@ -53,20 +106,52 @@ class Slowdown:
         return said + (": " + ", ".join(parts) if parts else "")
 
 
-def _groups(shares: dict[str, float], e2e: E2E) -> dict[str, float]:
-    """The kernel that ran -> the share of the captured forward of the regions it takes (its task's and
-    those of the tasks merged into it)."""
-    groups: dict[str, float] = {}
-    for name, share in shares.items():
+def _groups(parts: dict[str, Part], e2e: E2E) -> dict[str, list[str]]:
+    """The kernel that ran -> the tasks whose regions it takes (its own and those merged into it)."""
+    groups: dict[str, list[str]] = {}
+    for name in parts:
         if name not in e2e.skipped:
-            keeper = e2e.merged.get(name, name)
-            groups[keeper] = groups.get(keeper, 0.0) + share
+            groups.setdefault(e2e.merged.get(name, name), []).append(name)
     return groups
 
 
-def slowdowns(e2e: E2E, shares: dict[str, float], capture_measure: str | None, accept: str = "none") -> list[Slowdown]:
-    """Each measure in which the patched forward is slower than the original beyond both spreads.
-    `shares`: each task in the patch -> its share of the captured forward."""
+def predict(e2e: E2E, parts: dict[str, Part], capture_measure: str | None) -> Prediction | None:
+    """The forward's speedup that the verdicts predict, beside the one measured in capture's measure
+    (None: apply measured no such time, e.g. a capture on the CPU checked on CUDA)."""
+    t = next((t for t in e2e.timings if t.measure == capture_measure), None)
+    if t is None or capture_measure is None:
+        return None
+    covered = kept = spread = 0.0
+    for keeper, names in _groups(parts, e2e).items():
+        calls = sum(parts[n].calls for n in names)
+        took = sum(parts[n].share for n in names) * min(1.0, e2e.fired.get(keeper, 0.0) / calls if calls else 0.0)
+        covered += took
+        kept += took / parts[keeper].speedup
+        spread += took / parts[keeper].speedup * parts[keeper].noise
+    ratio = 1.0 - covered + kept
+    b, a = t.before_ms, t.after_ms
+    return Prediction(
+        capture_measure,
+        covered,
+        1.0 / ratio,
+        1.0 / (ratio + spread),
+        1.0 / max(ratio - spread, 1e-9),
+        t.speedup,
+        b.low / a.high if a.high > 0 else float("inf"),
+        b.high / a.low if a.low > 0 else float("inf"),
+    )
+
+
+def against_capture(e2e: E2E, capture_measure: str | None, capture_us: float | None) -> CaptureTime | None:
+    """Capture's time of the forward beside apply's original forward, where both measured the same time."""
+    t = next((t for t in e2e.timings if t.measure == capture_measure), None)
+    if t is None or capture_measure is None or capture_us is None:
+        return None
+    return CaptureTime(capture_measure, capture_us / 1e3, t.before_ms)
+
+
+def slowdowns(e2e: E2E, parts: dict[str, Part], capture_measure: str | None, accept: str = "none") -> list[Slowdown]:
+    """Each measure in which the patched forward is slower than the original beyond both spreads."""
     found = []
     device = next((t for t in e2e.timings if t.measure == "device time"), None)
     for t in e2e.timings:
@@ -78,7 +163,7 @@ def slowdowns(e2e: E2E, shares: dict[str, float], capture_measure: str | None, a
             if changed is not None:
                 slow.rest_ms = t.after_ms.median - t.before_ms.median - changed
         else:
-            slow.kernels, slow.rest_ms = _costs(t, e2e, shares, capture_measure == t.measure)
+            slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure)
         if t.measure == "CPU time":
             slow.accepted = "relative only: CPU times say nothing of a GPU's (Triton kernels run in its interpreter)"
         elif accept == "all" or (accept == "eager" and t.measure == "eager time"):
@@ -87,13 +172,13 @@ def slowdowns(e2e: E2E, shares: dict[str, float], capture_measure: str | None, a
     return found
 
 
-def _costs(t: Timing, e2e: E2E, shares: dict[str, float], shares_hold: bool) -> tuple[list[KernelCost], float | None]:
+def _costs(t: Timing, e2e: E2E, parts: dict[str, Part], shares_hold: bool) -> tuple[list[KernelCost], float | None]:
     """The kernels whose regions cost more after than before (all, where capture measured another time),
     the most first, and the change outside them."""
     costs = []
-    for name, share in _groups(shares, e2e).items():
+    for name, names in _groups(parts, e2e).items():
         after = e2e.kernel_ms[name].median if name in e2e.kernel_ms else 0.0
-        before = share * t.before_ms.median if shares_hold else None
+        before = sum(parts[n].share for n in names) * t.before_ms.median if shares_hold else None
         costs.append(KernelCost(name, before, after))
     if any(k.before_ms is None for k in costs):
         return sorted(costs, key=lambda k: -k.after_ms), None
