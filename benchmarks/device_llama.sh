@@ -25,7 +25,7 @@ from kernelsmith.task import Task, load_module
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 for folder in sys.argv[1:]:
     ok, bad = 0, []
-    for path in sorted(Path(folder).glob("[0-9]*_*.py")):
+    for path in sorted(p for p in Path(folder).glob("*.py") if not p.stem.endswith("_seed")):
         try:
             task = Task.from_file(path)
             module = load_module(task.source, path, f"_ref_{path.stem}")

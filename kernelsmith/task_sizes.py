@@ -112,9 +112,10 @@ def shrink_file(path: str | Path) -> str:
 
 def small_source(source: str) -> str:
     """`source` cut to its CPU_SIZES, as `--small` asks; a ValueError says why it cannot be (it
-    declares none, or a bad one), so that --small never runs a task at full size unsaid."""
+    declares none, or a bad one), so that --small never runs a task at full size unsaid. An empty
+    `CPU_SIZES = {}` says the task is CPU-sized as written (a captured task of small tensors)."""
     try:
-        shrunk = shrink(source) if read_cpu_sizes(source) else None
+        shrunk = shrink(source) if read_cpu_sizes(source) is not None else None
     except ValueError as exc:
         raise ValueError(f"cannot shrink it: {exc}") from None
     if shrunk is None:

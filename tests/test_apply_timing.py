@@ -24,6 +24,7 @@ import kernelsmith.capture.run as capture_run
 from kernelsmith.capture.e2e import check
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import install
+from kernelsmith.capture.profile import profiled_forwards
 from kernelsmith.capture.tape import record
 from kernelsmith.capture.validate import check_task
 from kernelsmith.cli.app import app
@@ -92,8 +93,10 @@ def test_apply_reads_the_forwards_device_time_as_capture_does(block, tmp_path, f
     it read each forward's range from its mirror on the GPU timeline (the span, host gaps included).
     Both now read the kernels under the range; on the same events the original forward's time is capture's."""
     entry = call_entry(block[0], "cpu")
+    fresh = lambda: copy.deepcopy((entry.args, entry.kwargs))
     with torch.no_grad():
-        _, captured = record(entry.model, *copy.deepcopy((entry.args, entry.kwargs)), "cuda")
+        ops = [str(op.func) for op in record(entry.model, *fresh()).ops]
+    captured = profiled_forwards(entry.model, fresh, "cuda", ops, 1)[0]
     assert captured.measure == "device time" and captured.total_us > 0
     done = check(entry, install(entry.model, _patch(block, tmp_path, HONEST)), "cuda", reps=3)
     assert [t.measure for t in done.timings] == ["device time", "eager time"]

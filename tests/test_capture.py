@@ -12,7 +12,8 @@ import pytest
 import torch
 from conftest import REPO
 
-from kernelsmith.capture import write_task
+from kernelsmith.capture import profile, write_task
+from kernelsmith.capture import run as run_module
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.run import capture
 from kernelsmith.errors import UserError
@@ -32,9 +33,13 @@ class Block(nn.Module):
         self.weight = nn.Parameter(torch.ones(48))
 
     def forward(self, x):
+        PROFILED.append(torch.autograd._profiler_enabled())
         h = self.proj(x)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
         return torch.nn.functional.gelu(h)
+
+
+PROFILED = []  # per forward: was the profiler on
 
 
 def make():
@@ -44,6 +49,29 @@ def make():
 
 def not_a_pair():
     return Block()
+
+
+def raises():
+    return Block(), (torch.randn(4, 31),)
+
+
+class InPlace(nn.Module):
+    # In-place ops on a region's input: the model's own input scaled, a ReLU(inplace=True) after a GEMM.
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 48)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        x.mul_(0.5)
+        h = self.act(self.proj(x))
+        return h.mul_(2.0) + 1.0
+
+
+def make_in_place():
+    torch.manual_seed(0)
+    return InPlace(), (torch.randn(4, 32),)
 """
 
 
@@ -85,6 +113,34 @@ def test_plain_module_is_cut_at_the_gemm(plain_entry: str, tmp_path: Path):
         _runs(tmp_path / "out" / t.file)
 
 
+def test_ranks_are_the_median_of_profiled_forwards_and_the_time_per_forward_is_unprofiled(
+    plain_entry: str, tmp_path: Path, monkeypatch
+):
+    tapes, forwards = [], []
+    real_record, real_read = run_module.record, profile.read_times
+    monkeypatch.setattr(run_module, "record", lambda *a: tapes.append(real_record(*a)) or tapes[-1])
+
+    def read(prof, n_ops, device, overhead_us):  # 10 us an op; one forward under load: its GEMM 100x
+        times = real_read(prof, n_ops, device, overhead_us)
+        forwards.append(times)
+        loaded = len(forwards) == 2
+        times.per_op_us = [1000.0 if loaded and op.name == "addmm.default" else 10.0 for op in tapes[0].ops]
+        times.total_us = sum(times.per_op_us) * 1.25
+        return times
+
+    monkeypatch.setattr(profile, "read_times", read)
+    done = capture(plain_entry, tmp_path / "out", forwards=5)
+    assert len(forwards) == 5 and done.forwards == 5
+    gemm, norm = (next(t for t in done.tasks if op in t.ops) for op in ("addmm.default", "gelu.default"))
+    assert norm.rank == 1 and gemm.rank == 2  # one loaded forward does not move the ranks
+    assert gemm.share == pytest.approx(0.8 / len(tapes[0].ops)) and gemm.share_range[1] > 0.5
+    manifest = json.loads((tmp_path / "out/capture.json").read_text())
+    assert manifest["profiled_us"]["low"] <= manifest["total_us"] <= manifest["profiled_us"]["high"]
+    # The forward's own time is measured apart, the profiler off (warm-up, 5 timed, the record; 5 profiled).
+    assert sys.modules["_kernelsmith_capture_plain_model"].PROFILED == [False] * 7 + [True] * 5
+    assert 0 < manifest["wall_ms"]["low"] <= manifest["wall_ms"]["median"] <= manifest["wall_ms"]["high"]
+
+
 def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Path, monkeypatch):
     real = write_task.call_text
     monkeypatch.setattr(write_task, "call_text", lambda *a: real(*a).replace(".gelu.", ".relu."))
@@ -94,6 +150,17 @@ def test_a_wrong_replay_is_caught_and_not_written(plain_entry: str, tmp_path: Pa
     assert not list((tmp_path / "out").glob("*block*"))
     listed = json.loads((tmp_path / "out/capture.json").read_text())["tasks"]
     assert next(t for t in listed if t["name"] == norm.name)["why"] == norm.why  # ranks follow measured times
+
+
+def test_regions_that_write_their_inputs_in_place_are_written_and_right(plain_entry: str, tmp_path: Path):
+    done = capture(plain_entry.replace(":make", ":make_in_place"), tmp_path / "out")
+    # Each region is written (it once was refused: "output 0 differs from the model's"), and writes a clone.
+    assert all(t.file for t in done.tasks), [(t.name, t.why) for t in done.tasks]
+    assert {"mul_.Tensor", "relu_.default"} <= {op for t in done.tasks for op in t.ops}
+    scaled = next(t for t in done.tasks if t.ops == ["mul_.Tensor"])
+    assert ".clone()" in (tmp_path / "out" / scaled.file).read_text()  # type: ignore[operator]
+    for t in done.tasks:
+        _runs(tmp_path / "out" / t.file)  # type: ignore[operator]
 
 
 @pytest.fixture(scope="module", params=["tiny_decode_step", "tiny_prefill"])
@@ -149,11 +216,16 @@ def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_ent
     first = capture(plain_entry, out)
     (out / first.tasks[0].file).write_text("stale")  # type: ignore[operator]
     second = capture(plain_entry, out)
-    # Files are named by rank, and ranks follow measured times (they may swap between captures):
-    # the folder holds exactly the second capture, nothing of the first.
+    # The folder holds exactly the second capture, nothing of the first.
     written = {p.name for p in out.iterdir()}
     assert written == {t.file for t in second.tasks if t.file} | {"capture.json"}
     assert not any("stale" in (out / name).read_text() for name in written)
+    # `kernelsmith seed TASK.py` writes TASK_seed.py beside its task: a re-capture keeps it, refuses nothing.
+    seed = out / first.tasks[0].file.replace(".py", "_seed.py")  # type: ignore[union-attr]
+    seed.write_text("# a seed")
+    third = capture(plain_entry, out, forwards=1)
+    assert {p.name for p in out.iterdir()} == {t.file for t in third.tasks if t.file} | {"capture.json", seed.name}
+    assert seed.read_text() == "# a seed"
 
 
 def test_cli_capture_end_to_end(tmp_path: Path):
@@ -169,3 +241,56 @@ def test_cli_capture_end_to_end(tmp_path: Path):
     assert manifest["tasks"][3]["why"] == "beyond --top 3" and manifest["measure"] == "CPU time"
     p = run("examples/llama_decode/model.py", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_user_text_is_never_markup_and_the_switch_to_eval_is_said(tmp_path: Path):
+    """`zoo.py:cat` once printed as `zoo.py🐱` (rich's emoji codes), and capture switched the model to
+    eval() without a word."""
+    ks = Path(sys.executable).parent / "kernelsmith"
+    folder = tmp_path / "[bold]zoo"
+    folder.mkdir()
+    (folder / "zoo.py").write_text(textwrap.dedent(PLAIN).replace("def make():", "def cat():"))
+    run = lambda *a: subprocess.run([str(ks), "capture", *a], capture_output=True, text=True, timeout=300)
+    p = run(f"{folder}/zoo.py:cat", "--out", str(tmp_path / "out"), "--forwards", "2")
+    out = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stderr
+    assert f"{folder}/zoo.py:cat:" in out and "🐱" not in out
+    assert "mode: the model was in training mode; capture ran it in eval() mode" in out
+    assert json.loads((tmp_path / "out/capture.json").read_text())["switched_to_eval"] is True
+    p = run("nowhere/zoo.py:cat", "--out", str(tmp_path / "bad"))
+    assert p.returncode == 2 and "ENTRY nowhere/zoo.py:cat: file not found" in p.stderr and "🐱" not in p.stderr
+
+
+def test_a_module_entry_imports_from_the_current_folder(tmp_path: Path):
+    """`kernelsmith capture block:make` in the model's own folder, as `python -m` would import it."""
+    (tmp_path / "block_of_mine.py").write_text(textwrap.dedent(PLAIN))
+    ks = Path(sys.executable).parent / "kernelsmith"
+    p = subprocess.run(
+        [str(ks), "capture", "block_of_mine:make", "--out", "out", "--forwards", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out/capture.json").is_file()
+
+
+def test_a_capture_that_writes_nothing_is_an_error_and_leaves_no_folder(plain_entry: str, tmp_path: Path):
+    ks = Path(sys.executable).parent / "kernelsmith"
+    run = lambda *a: subprocess.run([str(ks), "capture", *a], capture_output=True, text=True, timeout=300)
+    p = run(plain_entry, "--out", str(tmp_path / "none"), "--min-share", "0.99", "--forwards", "1")
+    said = [line for line in p.stderr.splitlines() if not line.startswith("USDT")]  # the profiler's own
+    assert p.returncode == 2 and len(said) == 1, p.stdout + p.stderr
+    assert "no region reaches --min-share 0.99: the heaviest takes" in p.stderr and not (tmp_path / "none").exists()
+    p = run(plain_entry.replace(":make", ":raises"), "--out", str(tmp_path / "failed"))
+    assert p.returncode == 2 and "the model's forward raised RuntimeError" in p.stderr
+    assert not (tmp_path / "failed").exists()
+    p = run(plain_entry, "--out", str(tmp_path / "one"), "--top", "1", "--forwards", "1")
+    said = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "1 task covering" in said and "the median of 1 profiled forward (" in said, p.stderr
+    # A previous capture stays whole when a re-capture into its folder writes nothing.
+    before = {f.name: f.read_text() for f in (tmp_path / "one").iterdir()}
+    with pytest.raises(UserError, match="no region reaches"):
+        capture(plain_entry, tmp_path / "one", min_share=0.99, forwards=1)
+    assert {f.name: f.read_text() for f in (tmp_path / "one").iterdir()} == before

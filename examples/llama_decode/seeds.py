@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -250,7 +251,7 @@ def triton_next_pow2(n: int) -> int:
 
 def seed_for(path: Path) -> str | None:
     """The seed's source for a captured task, or None for a task of another kind."""
-    name = path.stem.split("_", 1)[-1]
+    name = path.stem
     source = path.read_text(encoding="utf-8")
     if name.endswith("llamarmsnorm") and "aten.rsqrt" in source:
         return norm_seed(source, _load(path))
@@ -266,7 +267,9 @@ def main() -> None:
     parser.add_argument("capture_dir", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    tasks = sorted(args.capture_dir.glob("[0-9]*_*.py"))
+    manifest = args.capture_dir / "capture.json"
+    listed = json.loads(manifest.read_text(encoding="utf-8"))["tasks"] if manifest.is_file() else []
+    tasks = [args.capture_dir / t["file"] for t in listed if t["file"]]
     if not tasks:
         sys.exit(f"error: {args.capture_dir} holds no captured task files")
     args.out.mkdir(parents=True, exist_ok=True)

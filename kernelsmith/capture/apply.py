@@ -1,10 +1,11 @@
 """`kernelsmith apply`: the best kernels of search runs on captured tasks, written as a patch for the
 captured model (a folder importable as a package, torch only), then checked end to end (e2e.py).
 
-Each RUN_DIR must be a run on one of the capture's task files (the run stores its task's text, which
-must equal the file's). Its best program is the store's best (a success: correct and unflagged, the
-one rule); a run with none, or whose best is slower than --min-speedup (1.0: faster than the
-reference), is listed and left out.
+Each RUN_DIR must be a run on one of the capture's tasks: the run stores its task's text, whose
+`Region:` line names the region it was captured from (a re-capture keeps it), or else equals the
+file's. Its best program is the store's best (a success: correct and unflagged, the one rule); a run
+with none, or whose best is slower than --min-speedup (1.0: faster than the reference), is listed and
+left out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, a
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
+from kernelsmith.capture.task_file import region_of
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.measuring.noise import speedup_noise
@@ -105,7 +107,11 @@ def choose(
             best = store.best()
         finally:
             store.close()
-        file = next((f for f, text in sources.items() if _same(text, task_source)), None)
+        # The region the run's task was captured from: a re-capture of the model keeps it, though the
+        # task's text may differ (another ENTRY path, values drawn from other weights).
+        region = region_of(task_source)
+        file = next((f for f, t in written.items() if region and t.get("region") == region), None)
+        file = file or next((f for f, text in sources.items() if _same(text, task_source)), None)
         if file is None:
             raise UserError(f"{run_dir}: its task is none of the task files in --capture {capture_dir}")
         if file in picked:

@@ -1,8 +1,11 @@
 """ENTRY (`package.module:factory` or `path/to/file.py:factory`): the user's factory, loaded and called.
+A module ENTRY imports as under `python -m`: the current folder is on the import path.
 
 The factory returns `(model, inputs)`: inputs is a tuple or list of positional arguments, a dict of
 keyword arguments, or one tensor. A factory that takes a `device` parameter is called with capture's
 --device; one that does not is called with no arguments and its model and tensors are moved there.
+The model runs in eval() mode (dropout off, BatchNorm on its running statistics): what a served
+model runs. `Entry.was_training` says when that switched a module out of training mode.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,7 @@ class Entry:
     model: torch.nn.Module
     args: tuple
     kwargs: dict[str, Any]
+    was_training: bool = False  # some module was in training mode: it runs in eval() mode here
 
 
 def _module_from_file(path: Path, spec: str):
@@ -55,6 +60,8 @@ def load_factory(spec: str):
     if where.endswith(".py") or "/" in where:
         module = _module_from_file(Path(where), spec)
     else:
+        if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does: the folder it runs in
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
@@ -109,4 +116,5 @@ def call_entry(spec: str, device: str) -> Entry:
     if not takes_device:
         model = model.to(device)
         args, kwargs = tuple(_to(a, device) for a in args), {k: _to(v, device) for k, v in kwargs.items()}
-    return Entry(spec=spec, model=model.eval(), args=args, kwargs=kwargs)
+    training = any(m.training for m in model.modules())
+    return Entry(spec=spec, model=model.eval(), args=args, kwargs=kwargs, was_training=training)

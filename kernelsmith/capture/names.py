@@ -43,3 +43,23 @@ def region_name(tape: Tape, region: Region) -> str:
     if call is not None and not tape.calls[call].has_children:
         parts = parts[:1]  # all in one leaf module: its class says it (llamarmsnorm)
     return re.sub(r"[^a-z0-9_]", "", "_".join(parts[:MAX_PARTS]))
+
+
+def unique_names(tape: Tape, regions: list[Region]) -> list[str]:
+    """A file name (stem) for each of `regions` (one per task, in tape order): the region's name; a
+    second region of that name adds its module's own name (q_proj vs o_proj), then a number in tape
+    order. Nothing measured goes in, so a re-capture of the model names each task as before."""
+    taken: set[str] = set()
+    out = []
+    for region in regions:
+        name = region_name(tape, region)
+        if name in taken and region.call is not None:
+            name += "_" + re.sub(r"[^a-z0-9_]", "", tape.calls[region.call].path.rsplit(".", 1)[-1].lower())
+        if name.endswith("_seed"):  # not to be taken for a seed's file beside its task (run.SEEDS)
+            name += "_region"
+        base, k = name, 2
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        out.append(name)
+    return out

@@ -9,17 +9,31 @@ from pathlib import Path
 from kernelsmith.errors import UserError
 
 
-def prepare(out: Path, manifest: str, owned: set[str], what: str) -> None:
-    """`manifest` marks a folder this command wrote; `owned` names what it wrote there besides it."""
+def check(out: Path, manifest: str, owned: set[str], what: str, kept: str | None = None) -> None:
+    """A UserError unless `prepare` may take `out`; nothing is made or removed (a command checks
+    first, and prepares only once it has something to write: a failed run leaves no folder).
+    `kept`: a name ending (`_seed.py`) of files another command writes beside this one's: left alone."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is not a directory")
     if not out.exists() or not any(out.iterdir()):
-        out.mkdir(parents=True, exist_ok=True)
         return
     if not (out / manifest).is_file():
         raise UserError(f"--out {out} is not empty and holds no previous {what} ({manifest}): choose another DIR")
-    others = [p.name for p in out.iterdir() if p.name not in owned | {manifest, "__pycache__"}]
+    others = [p.name for p in out.iterdir() if p.name not in owned | {manifest, "__pycache__"} and not _kept(p, kept)]
     if others:
         raise UserError(f"--out {out} holds files of its own besides a {what} ({', '.join(sorted(others)[:3])})")
+
+
+def _kept(path: Path, kept: str | None) -> bool:
+    return kept is not None and path.is_file() and path.name.endswith(kept)
+
+
+def prepare(out: Path, manifest: str, owned: set[str], what: str, kept: str | None = None) -> None:
+    """`manifest` marks a folder this command wrote; `owned` names what it wrote there besides it."""
+    check(out, manifest, owned, what, kept)
+    if not out.exists():
+        out.mkdir(parents=True)
+        return
     for p in out.iterdir():
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
+        if not _kept(p, kept):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()

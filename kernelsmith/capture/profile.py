@@ -1,20 +1,29 @@
-"""Where the forward's time goes, op by op: torch.profiler with a record_function range around each
-op of the recorded forward (tape.record opens them).
+"""Where the forward's time goes, op by op, and what the forward itself costs.
 
-On CUDA an op's time is the device time of the kernels launched under its range; on the CPU it is the
-range's CPU time. The forward's total is the same measure over one range around the whole forward; on
-the CPU, less the recorder's own bookkeeping between ops (it does no work of the model's).
+The ranking comes from several profiled forwards (torch.profiler, a record_function range around each
+op, opened by a dispatch mode that numbers the ops as the tape does): per op, on CUDA the device time
+of the kernels launched under its range, on the CPU the range's CPU time; the forward's total is the
+same measure over one range around the whole forward (on the CPU, less the mode's own bookkeeping).
+One profiled forward is a noisy sample (a busy machine moves ranks), so capture keeps every forward's
+times and ranks on their median. The profiler also slows a forward several-fold on the CPU, so the
+forward's own time is measured apart, without it: wall time per forward (synchronised on CUDA).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+import statistics
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch.autograd import DeviceType  # pyright: ignore[reportPrivateImportUsage]
 from torch.profiler import ProfilerActivity, profile, record_function
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelsmith.errors import UserError
 
 FORWARD = "ks_capture_forward"
 _OP = "ks_op_"
@@ -22,9 +31,22 @@ _OP = "ks_op_"
 
 @dataclass
 class OpTimes:
+    """One profiled forward."""
+
     per_op_us: list[float]  # by tape index
     total_us: float
     measure: str  # "device time" (CUDA) or "CPU time"
+
+
+@dataclass
+class Spread:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        return cls(statistics.median(values), min(values), max(values))
 
 
 def op_range(index: int):
@@ -50,7 +72,77 @@ def read_times(prof: profile, n_ops: int, device: str, overhead_us: float) -> Op
         if e.name == FORWARD:
             total = t if device == "cuda" else max(t - overhead_us, sum(per_op))
         elif e.name.startswith(_OP):
-            per_op[int(e.name.removeprefix(_OP))] = t
+            index = int(e.name.removeprefix(_OP))
+            if index < n_ops:
+                per_op[index] = t
     if device != "cuda":
         total = max(total, sum(per_op))
     return OpTimes(per_op, total, "device time" if device == "cuda" else "CPU time")
+
+
+class _Numbered(TorchDispatchMode):
+    """Each op in a range of its own, numbered in the order the tape numbers them."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+        self.overhead_s = 0.0  # the mode's own time, outside the ops' ranges
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        began = time.perf_counter()
+        self.names.append(str(func))
+        self.overhead_s += time.perf_counter() - began
+        with op_range(len(self.names) - 1):
+            return func(*args, **(kwargs or {}))
+
+
+def _to_tape(times: OpTimes, ran: list[str], ops: list[str]) -> OpTimes:
+    """A forward's times by the tape's op numbers. A forward may run an op the record did not (a
+    `detach` the recorder's bookkeeping costs HF's position ids) or miss one: the two sequences are
+    aligned by op name, and an op of either that the other lacks has no time of its own here."""
+    if ran == ops:
+        return times
+    per_op = [0.0] * len(ops)
+    matched = 0
+    for block in difflib.SequenceMatcher(None, ops, ran, autojunk=False).get_matching_blocks():
+        for k in range(block.size):
+            per_op[block.a + k] = times.per_op_us[block.b + k]
+        matched += block.size
+    if matched < 0.9 * len(ops):
+        raise UserError(
+            f"the model ran {len(ran)} ops in one forward and {len(ops)} in another on the same inputs, "
+            f"{len(ops) - matched} of them others: capture ranks a forward whose ops do not change between runs"
+        )
+    return OpTimes(per_op, times.total_us, times.measure)
+
+
+def profiled_forwards(
+    model: torch.nn.Module, fresh: Callable[[], tuple], device: str, ops: list[str], forwards: int
+) -> list[OpTimes]:
+    """`forwards` profiled forwards, each op's time under the tape's number for it (`ops`: the tape's
+    op names in order)."""
+    samples = []
+    for _ in range(forwards):
+        args, kwargs = fresh()
+        mode = _Numbered()
+        with torch.no_grad(), profiling(device) as prof, mode:
+            model(*args, **kwargs)
+        times = read_times(prof, len(mode.names), device, mode.overhead_s * 1e6)
+        samples.append(_to_tape(times, mode.names, ops))
+    return samples
+
+
+def wall_times_ms(model: torch.nn.Module, fresh: Callable[[], tuple], device: str, forwards: int) -> Spread:
+    """The forward's own time, without the profiler: wall milliseconds per forward."""
+    times = []
+    for _ in range(forwards):
+        args, kwargs = fresh()
+        with torch.no_grad():
+            if device == "cuda":
+                torch.cuda.synchronize()
+            began = time.perf_counter()
+            model(*args, **kwargs)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - began) * 1e3)
+    return Spread.of(times)

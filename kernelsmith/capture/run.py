@@ -1,7 +1,8 @@
 """`kernelsmith capture`: ENTRY's model, recorded, timed, cut into regions, ranked, written as tasks.
 
-DIR gets one task file per distinct region (`01_llamarmsnorm.py`, ...) and `capture.json`: the ranked
-list of every region with its share of the forward's time and whether (or why not) it was written.
+DIR gets one task file per distinct region, named by the region (`llamarmsnorm.py`, ...), and
+`capture.json`: the ranked list of every region with its share of the forward's time and whether (or
+why not) it was written. Names and task files hold nothing measured: a re-capture keeps them.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from pathlib import Path
 import torch
 
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.names import region_name
+from kernelsmith.capture.names import unique_names
+from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
+from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
 from kernelsmith.capture.regions import Region, find_regions
 from kernelsmith.capture.tape import Tape, record
-from kernelsmith.capture.validate import check_task
+from kernelsmith.capture.task_file import header, module_path, region_key
+from kernelsmith.capture.validate import check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 
 MANIFEST = "capture.json"
+# `kernelsmith seed TASK.py` writes TASK_seed.py beside the task: a re-capture keeps them (names are stable).
+SEEDS = "_seed.py"
 
 
 @dataclass
@@ -34,62 +40,50 @@ class CapturedTask:
     module_paths: list[str]
     module_class: str
     calls: int  # per forward
-    share: float  # of the forward's time
-    time_us: float  # all calls in one forward
+    share: float  # of the profiled forward's time: the median over the profiled forwards
+    time_us: float  # all calls in one forward (the median)
     validated: bool
     why: str | None = None
     ops: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
+    region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
+    share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
 
 
 @dataclass
 class Capture:
     entry: str
     device: str
-    measure: str  # "device time" or "CPU time"
-    total_us: float
+    measure: str  # "device time" or "CPU time": what the shares are of, under the profiler
+    total_us: float  # that measure per profiled forward (the median): the shares' whole
     covered_share: float  # the share of the forward's time in the written tasks
     out_dir: str
     tasks: list[CapturedTask]
+    forwards: int = 1  # profiled forwards the ranking is the median of
+    profiled_us: Spread | None = None  # total_us over them: median, lowest, highest
+    wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
+    switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
 
 
-def _prepare_out(out: Path) -> None:
-    """An empty or new DIR, or one that holds a previous capture (replaced); anything else is refused."""
+def _owned(out: Path) -> set[str]:
+    """The task files a previous capture wrote in `out` (a re-capture replaces them)."""
     manifest = out / MANIFEST
-    owned: set[str] = set()
-    if manifest.is_file():
-        try:
-            owned = {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
-        except (ValueError, KeyError, TypeError):
-            raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
-    prepare(out, MANIFEST, owned, "capture")
+    if not manifest.is_file():
+        return set()
+    try:
+        return {t["file"] for t in json.loads(manifest.read_text())["tasks"] if t.get("file")}
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"--out {out}: {MANIFEST} is not a capture's; choose another DIR") from None
 
 
-def _header(
-    entry: str, tape: Tape, group: list[Region], calls: int, share: float, measure: str, device: str, rendered: Rendered
-) -> str:
-    first = group[0]
-    cls = tape.calls[first.call].cls if first.call is not None else tape.model_class
-    paths = sorted({tape.calls[r.call].path if r.call is not None else tape.model_class for r in group})
-    lines = [
-        f"Captured by `kernelsmith capture {entry}`.",
-        f"Module: {', '.join(paths)} ({cls}); {calls} call(s) per forward.",
-        f"Share of the forward's {measure} ({device}): {share:.1%}.",
-    ]
-    kind_of = lambda m: f"{str(m.dtype).removeprefix('torch.')}{list(m.shape)}"
-    for k, (tid, _) in enumerate(rendered.inputs):
-        m = tape.meta[tid]
-        kind, name = tape.origin.get(tid, ("activation", ""))
-        if tid in tape.creator:
-            op = tape.ops[tape.creator[tid]]
-            where = tape.calls[op.call].path if op.call is not None else tape.model_class
-            kind, name = "activation", f"from {op.name} in {where}"
-        lines.append(f"x{k}: {kind_of(m)} stride {list(m.stride)}, {kind} {name}".rstrip())
-    for attr, (tid, _) in rendered.params.items():
-        m = tape.meta[tid]
-        lines.append(f"self.{attr}: {kind_of(m)} from {tape.origin[tid][1]} (random values)")
-    lines += [f"Note: {n}" for n in rendered.notes]
-    return '"""' + "\n".join(lines) + '\n"""\n\n'
+def _nothing_written(tasks: list[CapturedTask], min_share: float) -> str:
+    """Why a capture has no task to write (one line)."""
+    if tasks and all(t.why == f"below --min-share {min_share:g}" for t in tasks if t.why):
+        return f"no region reaches --min-share {min_share:g}: the heaviest takes {tasks[0].share:.1%} of the forward"
+    first = next((t for t in tasks if t.why), None)
+    return f"no region of the forward could be written as a task ({len(tasks)} regions" + (
+        f"; the heaviest, {first.name}: {first.why})" if first else ")"
+    )
 
 
 def _scope(tape: Tape, call: int | None) -> str:
@@ -101,13 +95,47 @@ def _scope(tape: Tape, call: int | None) -> str:
     return tape.calls[call].path
 
 
-def capture(
-    entry: str, out_dir: str | Path, device: str = "cpu", top: int | None = None, min_share: float = 0.0
-) -> Capture:
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError(NO_CUDA_GPU)
-    out = Path(out_dir)
-    _prepare_out(out)
+def _timed_groups(
+    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]], samples: list[OpTimes]
+) -> dict[str, tuple[float, Spread]]:
+    """Per group: its time per forward (the median over the profiled forwards) and its share of each
+    forward's total (median, lowest, highest)."""
+    out = {}
+    for key, group in groups.items():
+        spent = [sum(s.per_op_us[i] for r, _, _ in group for i in r.ops) for s in samples]
+        shares = [t / (s.total_us or 1.0) for t, s in zip(spent, samples)]
+        out[key] = (Spread.of(spent).median, Spread.of(shares))
+    return out
+
+
+def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
+    """Leaves the task's CPU_SIZES out, with a note, when the task does not hold at them."""
+    plan = rendered.sizes
+    if plan is None:
+        return
+    why = check_small(rendered.body, tape, region, plan) if plan.cpu_block() else None
+    if why is not None:
+        rendered.body = rendered.body.replace(plan.cpu_block(), "")
+        rendered.notes.append(f"no CPU_SIZES (--small): {why}")
+    elif not plan.cpu_block():
+        rendered.notes.append("no CPU_SIZES (--small): every large extent is a parameter's, so none shrinks")
+
+
+def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
+    """The regions, rendered, grouped by their rendering less its values (the same layer in every
+    block is one task); a region that cannot be rendered is a group of its own, with the reason."""
+    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
+    for k, region in enumerate(find_regions(tape)):
+        try:
+            rendered = render(tape, region)
+            groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
+        except RenderError as exc:
+            groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
+    return groups
+
+
+def _forward(entry: str, device: str):
+    """ENTRY's model and a maker of fresh copies of its inputs, after one warm-up forward."""
     made = call_entry(entry, device)
     try:
         fresh = lambda: copy.deepcopy((made.args, made.kwargs))
@@ -122,60 +150,85 @@ def capture(
             made.model(*args, **kwargs)  # warm-up: lazy inits and caches happen outside the record
         except Exception as exc:
             raise UserError(f"ENTRY {entry}: the model's forward raised {type(exc).__name__}: {exc}") from None
-    tape, times = record(made.model, *fresh(), device)
-    groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
-    for k, region in enumerate(find_regions(tape)):
-        try:
-            rendered = render(tape, region)
-            groups.setdefault(rendered.body, []).append((region, rendered, None))
-        except RenderError as exc:
-            groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
-    ranked = sorted(groups.values(), key=lambda g: -sum(times.per_op_us[i] for r, _, _ in g for i in r.ops))
+    return made, fresh
+
+
+def capture(
+    entry: str,
+    out_dir: str | Path,
+    device: str = "cpu",
+    top: int | None = None,
+    min_share: float = 0.0,
+    forwards: int = 5,
+) -> Capture:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError(NO_CUDA_GPU)
+    out = Path(out_dir)
+    check_out(out, MANIFEST, _owned(out), "capture", SEEDS)  # refused before the work; made or emptied after
+    made, fresh = _forward(entry, device)
+    wall = wall_times_ms(made.model, fresh, device, forwards)
+    tape = record(made.model, *fresh())
+    samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
+    groups = _grouped(tape)
+    names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
+    timed = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
-    taken: set[str] = set()
-    total = times.total_us or 1.0
-    for rank, group in enumerate(ranked, 1):
+    sources: dict[str, str] = {}
+    for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
+        group = groups[key]
         region, rendered, why = group[0]
-        spent = sum(times.per_op_us[i] for r, _, _ in group for i in r.ops)
-        name = region_name(tape, region)
-        if name in taken and region.call is not None:  # q_proj vs o_proj: the module's own name tells them apart
-            name += "_" + tape.calls[region.call].path.rsplit(".", 1)[-1]
-        name = name if name not in taken else f"{name}_{rank}"
-        taken.add(name)
-        share = spent / total
+        spent, share = timed[key]
+        paths = [module_path(tape, r) for r, _, _ in group]
+        identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         file = None
         if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
             why = f"beyond --top {top}"
-        elif why is None and share < min_share:
+        elif why is None and share.median < min_share:
             why = f"below --min-share {min_share:g}"
         elif why is None and rendered is not None:
-            source = (
-                _header(entry, tape, [g[0] for g in group], len(group), share, times.measure, device, rendered)
-                + rendered.body
-            )
+            _check_cpu_sizes(tape, region, rendered)
+            source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
             why = check_task(source, tape, region, rendered, device)
             if why is None:
-                file = f"{rank:02d}_{name}.py"
-                (out / file).write_text(source, encoding="utf-8")
+                file = f"{names[key]}.py"
+                sources[file] = source
         cls = tape.calls[region.call].cls if region.call is not None else tape.model_class
         tasks.append(
             CapturedTask(
                 rank,
-                name,
+                names[key],
                 file,
-                [tape.calls[r.call].path if r.call is not None else tape.model_class for r, _, _ in group],
+                paths,
                 cls,
                 len(group),
-                share,
+                share.median,
                 spent,
                 file is not None,
                 why,
                 [tape.ops[i].name for i in region.ops],
                 sorted({_scope(tape, r.call) for r, _, _ in group}),
+                identity,
+                [share.low, share.high],
             )
         )
+    profiled = Spread.of([s.total_us for s in samples])
     result = Capture(
-        entry, device, times.measure, times.total_us, sum(t.share for t in tasks if t.file), str(out), tasks
+        entry=entry,
+        device=device,
+        measure=samples[0].measure,
+        total_us=profiled.median,
+        covered_share=sum(t.share for t in tasks if t.file),
+        out_dir=str(out),
+        tasks=tasks,
+        forwards=forwards,
+        profiled_us=profiled,
+        wall_ms=wall,
+        switched_to_eval=made.was_training,
     )
+    if not sources:
+        raise UserError(_nothing_written(tasks, min_share))
+    prepare(out, MANIFEST, _owned(out), "capture", SEEDS)
+    for file, source in sources.items():
+        (out / file).write_text(source, encoding="utf-8")
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
     return result

@@ -9,7 +9,6 @@ validates each written task on those real values.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +16,6 @@ import torch
 import torch.utils._pytree as pytree
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
-
-from kernelsmith.capture.profile import OpTimes, op_range, profiling, read_times
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,6 @@ class _Recorder(TorchDispatchMode):
         self.tape, self.known, self.stack = tape, known, stack
         self.tid_of: dict[int, int] = {}
         self.by_storage: dict[int, list[int]] = {}
-        self.overhead_s = 0.0  # the recorder's own time, outside the ops' ranges
 
     def _ref(self, t: torch.Tensor, creator: int | None) -> Ref:
         tid = self.tid_of.get(id(t))
@@ -135,7 +131,6 @@ class _Recorder(TorchDispatchMode):
         return Ref(tid)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        began = time.perf_counter()
         kwargs = kwargs or {}
         index = len(self.tape.ops)
         wrap = lambda x: self._ref(x, None) if isinstance(x, torch.Tensor) else x
@@ -152,23 +147,21 @@ class _Recorder(TorchDispatchMode):
             for tid in self.by_storage.get(_storage_key(t) or -1, []):
                 alias = self.tape.tensors[tid]
                 self.tape.snapshots.setdefault((tid, alias._version), alias.clone())
-        ran = time.perf_counter()
-        with op_range(index):
-            result = func(*args, **kwargs)
-        ran = time.perf_counter() - ran
+        result = func(*args, **kwargs)
         out = pytree.tree_map(lambda x: self._ref(x, index) if isinstance(x, torch.Tensor) else x, result)
         mutated = tuple(self.tid_of[id(t)] for t in targets)
         writes = {r.tid: self.tape.tensors[r.tid]._version for r in pytree.tree_leaves(out) if isinstance(r, Ref)}
-        writes |= {tid: self.tape.tensors[tid]._version for tid in mutated}
+        # The version counter moves after the op returns to autograd's in-place layer (above this mode):
+        # the value it wrote is the next version, which the ops after it read.
+        writes |= {tid: max(self.tape.tensors[tid]._version, reads.get(tid, -1) + 1) for tid in mutated}
         self.tape.ops.append(
             Op(index, func, r_args, r_kwargs, out, reads, writes, mutated, self.stack[-1] if self.stack else None)
         )
-        self.overhead_s += time.perf_counter() - began - ran
         return result
 
 
-def record(model: torch.nn.Module, args: tuple, kwargs: dict, device: str) -> tuple[Tape, OpTimes]:
-    """Run `model(*args, **kwargs)` once under the recorder and the profiler: the tape and its times."""
+def record(model: torch.nn.Module, args: tuple, kwargs: dict) -> Tape:
+    """Run `model(*args, **kwargs)` once under the recorder: the tape (profile.py times the forwards)."""
     tape = Tape(model_class=type(model).__name__)
     names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
     known: dict[int, tuple[str, str]] = {}
@@ -196,12 +189,11 @@ def record(model: torch.nn.Module, args: tuple, kwargs: dict, device: str) -> tu
     hooks = [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
     recorder = _Recorder(tape, known, stack)
     try:
-        with torch.no_grad(), profiling(device) as prof:
-            with recorder:
-                output = model(*args, **kwargs)
+        with torch.no_grad(), recorder:
+            output = model(*args, **kwargs)
     finally:
         for h in hooks:
             h.remove()
     reached = {id(t) for _, t in tensors_in((output, args, kwargs))}
     tape.live_out = {tid for tid, t in tape.tensors.items() if id(t) in reached}
-    return tape, read_times(prof, len(tape.ops), device, recorder.overhead_s * 1e6)
+    return tape

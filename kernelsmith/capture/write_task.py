@@ -1,9 +1,10 @@
 """A region as a KernelBench-format task: `Model.forward` replays the region's aten ops in tape order.
 
 Parameters and buffers of the real module become the task's own (same shapes, dtypes and strides,
-random values); activations come from `get_inputs()` at the recorded shapes, dtypes and strides.
-The body (everything below the header) is the region's identity: layers that run the same ops on the
-same shapes render the same body, and capture merges them into one task.
+values drawn with the recorded ones' structure: values.py); activations come from `get_inputs()` at
+the recorded shapes, dtypes and strides. The body less its values (`Rendered.shape_key`) is the
+region's identity: layers that run the same ops on the same shapes, dtypes and strides render the
+same one, and capture merges them into one task.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 import torch
 
 from kernelsmith.capture.regions import Region
+from kernelsmith.capture.sizes import SizePlan, plan_sizes
 from kernelsmith.capture.tape import Ref, Tape
-from kernelsmith.capture.values import helpers_for, value_expr
+from kernelsmith.capture.values import helpers_for, literal, value_expr
 
 
 class RenderError(Exception):
@@ -28,6 +30,11 @@ class Rendered:
     params: dict[str, tuple[int, int]]  # task attribute -> (tid, version) of the real parameter/buffer
     inputs: list[tuple[int, int]]  # get_inputs() order
     notes: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)  # x0 / attribute -> how its values are made
+    # The body with each value's expression replaced by its dtype, shape and strides: the region's
+    # ops, constants and layouts, which the values drawn (statistics of one layer's) do not change.
+    shape_key: str = ""
+    sizes: SizePlan | None = None  # the named sizes and their CPU sizes (sizes.py)
 
 
 def _ident(name: str) -> str:
@@ -35,27 +42,34 @@ def _ident(name: str) -> str:
     return "_" + name if name[0].isdigit() else name
 
 
-def _render_arg(x, names: dict[int, str]) -> str:
+def _render_arg(x, names: dict[int, str], ints=repr) -> str:
     if isinstance(x, Ref):
         return names[x.tid]
     if isinstance(x, (list, tuple)):
-        inner = ", ".join(_render_arg(v, names) for v in x)
+        inner = ", ".join(_render_arg(v, names, ints) for v in x)
         return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
     if isinstance(x, torch.device):
         return "dev"
     if isinstance(x, float):
         return {"inf": "float('inf')", "-inf": "-float('inf')", "nan": "float('nan')"}.get(repr(x), repr(x))
-    if x is None or isinstance(x, (bool, int, str, torch.dtype, torch.layout, torch.memory_format)):
+    if isinstance(x, int) and not isinstance(x, bool):
+        return ints(x)
+    if x is None or isinstance(x, (bool, str, torch.dtype, torch.layout, torch.memory_format)):
         return repr(x)
     raise RenderError(f"an argument of type {type(x).__name__} cannot be written in a task")
 
 
-def call_text(tape: Tape, i: int, names: dict[int, str]) -> str:
+def call_text(tape: Tape, i: int, names: dict[int, str], plan: SizePlan | None = None) -> str:
+    """Op `i` as a call of its aten overload; with a plan, its sizes are the task's named sizes."""
     op = tape.ops[i]
     if op.func.namespace not in ("aten", "prims"):
         raise RenderError(f"op {op.func} is not an aten op: the task would need its library")
-    args = [_render_arg(a, names) for a in op.args]
-    args += [f"{k}={_render_arg(v, names)}" for k, v in op.kwargs.items()]
+    ints = (lambda v: plan.int_text(tape, i, v)) if plan is not None else repr
+    args = [_render_arg(a, names, ints) for a in op.args]
+    sizes = plan.size_list(tape, i, list(op.args)[1]) if plan is not None and len(op.args) > 1 else None
+    if sizes is not None:
+        args[1] = sizes
+    args += [f"{k}={_render_arg(v, names, ints)}" for k, v in op.kwargs.items()]
     packet = op.func.overloadpacket.__name__
     return f"torch.ops.{op.func.namespace}.{packet}.{op.func._overloadname}({', '.join(args)})"
 
@@ -80,53 +94,17 @@ def _assign(tape: Tape, i: int, names: dict[int, str], call: str) -> list[str]:
     return [call]
 
 
-def render(tape: Tape, region: Region) -> Rendered:
-    """The task's body for `region` (RenderError when it cannot be written)."""
-    names: dict[int, str] = {}
-    params: dict[str, tuple[int, int]] = {}
-    inputs: list[tuple[int, int]] = []
-    inits: list[str] = []
-    made_inputs: list[str] = []
-    notes: list[str] = []
-    for tid, ver in region.inputs:
-        kind, qual = tape.origin.get(tid, ("activation", ""))
-        value = tape.value(tid, ver)
-        if kind in ("parameter", "buffer"):
-            attr = _ident(qual.rsplit(".", 1)[-1])
-            while attr in params:
-                attr += "_"
-            params[attr] = (tid, ver)
-            names[tid] = f"self.{attr}"
-            made, note = value_expr(value, attr)
-            if kind == "parameter":
-                inits.append(f"self.{attr} = nn.Parameter({made}, requires_grad=False)")
-            else:
-                inits.append(f"self.register_buffer({attr!r}, {made})")
-        else:
-            names[tid] = f"x{len(inputs)}"
-            made, note = value_expr(value, names[tid])
-            inputs.append((tid, ver))
-            made_inputs.append(made)
-        if note:
-            notes.append(note)
-    args = ", ".join(names[tid] for tid, _ in inputs)
-    body = [f"    def forward(self{', ' if args else ''}{args}):"]
-    for tid in region.written_inputs:  # the real model wrote these in place: the task writes a copy
-        local = f"w{len(body)}"
-        body.append(f"        {local} = {names[tid]}.clone()")
-        names[tid] = local
-    for i in region.replay:
-        body += [f"        {line}" for line in _assign(tape, i, names, call_text(tape, i, names))]
-    anchor = next(iter(names.values()), None)
-    if anchor is not None and any("=dev" in line or "dev)" in line or "dev," in line for line in body):
-        body.insert(1, f"        dev = {anchor}.device")  # creation ops land where the inputs are
-    outs = [names[tid] for tid, _ in region.outputs]
-    body.append(f"        return {', '.join(outs)}")
+def _placeholder(t: torch.Tensor) -> str:
+    return f"_value({t.dtype}, {list(t.shape)}, {list(t.stride())})"
+
+
+def _assemble(inits: list[str], made_inputs: list[str], body: list[str], sizes: str = "") -> str:
     init_body = "\n".join(f"        {line}" for line in inits) or "        pass"
     input_lines = "\n".join(f"        {m}," for m in made_inputs)
     helpers = helpers_for("\n".join(inits + made_inputs))
-    source = (
+    return (
         "import torch\nimport torch.nn as nn\n\n"
+        + (f"\n{sizes}\n" if sizes else "")
         + (f"\n{helpers}\n\n" if helpers else "")
         + "\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         + init_body
@@ -137,4 +115,87 @@ def render(tape: Tape, region: Region) -> Rendered:
         + ("\n" if input_lines else "")
         + "    ]\n\n\ndef get_init_inputs():\n    return []\n"
     )
-    return Rendered(source, params, inputs, notes)
+
+
+def _of_parameter(tape: Tape, tid: int) -> bool:
+    """A parameter or buffer, or a view of one (a Linear's transposed weight)."""
+    while tid in tape.creator and tape.ops[tape.creator[tid]].func.is_view:
+        base = next((r.tid for r in tape.ops[tape.creator[tid]].args if isinstance(r, Ref)), tid)
+        if base == tid:
+            break
+        tid = base
+    return tape.origin.get(tid, ("activation", ""))[0] in ("parameter", "buffer")
+
+
+def _plan(tape: Tape, region: Region) -> SizePlan:
+    """Named sizes for the region's activations; parameters' (their views') and literals' stay."""
+    activations: dict[int, int] = {}  # tid -> its place in get_inputs()
+    fixed: list[int] = []
+    places = [tid for tid, _ in region.inputs if tape.origin.get(tid, ("",))[0] not in ("parameter", "buffer")]
+    for tid, ver in region.inputs:
+        if _of_parameter(tape, tid) or literal(tape.value(tid, ver)):
+            fixed.append(tid)
+        else:
+            activations[tid] = places.index(tid)
+    return plan_sizes(tape, region, activations, fixed)
+
+
+def render(tape: Tape, region: Region) -> Rendered:
+    """The task's body for `region` (RenderError when it cannot be written)."""
+    plan = _plan(tape, region)
+    names: dict[int, str] = {}
+    params: dict[str, tuple[int, int]] = {}
+    inputs: list[tuple[int, int]] = []
+    inits: list[str] = []
+    made_inputs: list[str] = []
+    notes: list[str] = []
+    values: dict[str, str] = {}
+    key_inits: list[str] = []  # the same, with each value's expression its layout alone (shape_key)
+    key_inputs: list[str] = []
+    for tid, ver in region.inputs:
+        kind, qual = tape.origin.get(tid, ("activation", ""))
+        value = tape.value(tid, ver)
+        layout = plan.shape(tid, tuple(value.shape)), plan.stride(tid, tuple(value.shape), tuple(value.stride()))
+        if kind in ("parameter", "buffer"):
+            attr = _ident(qual.rsplit(".", 1)[-1])
+            while attr in params:
+                attr += "_"
+            params[attr] = (tid, ver)
+            names[tid] = f"self.{attr}"
+            made, values[attr], note = value_expr(value, attr, kind, *layout)
+            for exprs, expr in ((inits, made), (key_inits, _placeholder(value))):
+                if kind == "parameter":
+                    exprs.append(f"self.{attr} = nn.Parameter({expr}, requires_grad=False)")
+                else:
+                    exprs.append(f"self.register_buffer({attr!r}, {expr})")
+        else:
+            names[tid] = f"x{len(inputs)}"
+            made, values[names[tid]], note = value_expr(value, names[tid], "activation", *layout)
+            inputs.append((tid, ver))
+            made_inputs.append(made)
+            key_inputs.append(_placeholder(value))
+        if note:
+            notes.append(note)
+    body = _forward(tape, region, names, inputs, plan)
+    source = _assemble(inits, made_inputs, body, plan.declared() + plan.cpu_block())
+    shape_key = _assemble(key_inits, key_inputs, body, plan.declared())
+    return Rendered(source, params, inputs, notes, values, shape_key, plan)
+
+
+def _forward(
+    tape: Tape, region: Region, names: dict[int, str], inputs: list[tuple[int, int]], plan: SizePlan
+) -> list[str]:
+    args = ", ".join(names[tid] for tid, _ in inputs)
+    body = [f"    def forward(self{', ' if args else ''}{args}):"]
+    for tid in region.written_inputs:  # the real model wrote these in place: the task writes a copy
+        local = f"w{len(body)}"
+        body.append(f"        {local} = {names[tid]}.clone()")
+        names[tid] = local
+    for i in region.replay:
+        body += [f"        {line}" for line in _assign(tape, i, names, call_text(tape, i, names, plan))]
+    anchor = next(iter(names.values()), None)
+    if anchor is not None and any("=dev" in line or "dev)" in line or "dev," in line for line in body):
+        body.insert(1, f"        dev = {anchor}.device")  # creation ops land where the inputs are
+    outs = [names[tid] for tid, _ in region.outputs]
+    body.append(f"        return {', '.join(outs)}")
+    return body

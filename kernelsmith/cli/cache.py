@@ -9,7 +9,7 @@ import sys
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import console, fail
+from kernelsmith.cli.common import console, fail, shown
 
 cache_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -28,7 +28,7 @@ def cache_list_cmd(
         for e in entries:
             sys.stdout.write(json.dumps(e.to_dict()) + "\n")
         return
-    table = Table(title=f"baseline cache: {cache.path} ({len(entries)} entries)")
+    table = Table(title=f"baseline cache: {shown(cache.path)} ({len(entries)} entries)")
     for col in ("created (UTC)", "GPU", "torch", "task", "reference ms", "torch.compile ms", "method"):
         table.add_column(col)
     for e in entries:

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from kernelsmith.cli.common import check_paths, console, fail
+from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
+from kernelsmith.progress import counted
 
 if TYPE_CHECKING:
     from kernelsmith.capture.apply import Applied
@@ -35,26 +35,46 @@ def capture_cmd(
     device: Device = typer.Option(Device.cpu, help="where the model runs: cpu, or cuda"),
     top: int | None = typer.Option(None, "--top", min=1, help="write at most this many tasks, the heaviest first"),
     min_share: float = typer.Option(0.0, "--min-share", min=0.0, max=1.0, help="skip regions below this share"),
+    forwards: int = typer.Option(
+        5, "--forwards", min=1, help="profiled forwards to rank on (their median; the table gives the spread)"
+    ),
 ) -> None:
-    """Record one forward of a model, rank the regions a kernel would fuse by their share of its time,
-    and write each as a task at its real shapes (docs/capture.md)."""
+    """Run a model's forward, rank the regions a kernel would fuse by their share of its time (the
+    median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.run import capture
 
     try:
-        done = capture(entry, out, device.value, top, min_share)
+        done = capture(entry, out, device.value, top, min_share, forwards)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
         return
-    table = Table(title=f"{entry}: {done.total_us / 1000:.3g} ms of {done.measure} per forward ({done.device})")
-    for col in ("rank", "task", "calls", "share", "origin"):
+    wall, profiled = done.wall_ms, done.profiled_us
+    assert wall is not None and profiled is not None
+    table = Table(
+        title=f"{shown(entry)}: {wall.median:.3g} ms per forward ({done.device}, wall time without the profiler; "
+        f"{wall.low:.3g}-{wall.high:.3g} over {done.forwards})"
+    )
+    for col in ("rank", "task", "calls", "share", "spread", "origin"):
         table.add_column(col)
     for t in done.tasks:
         origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
-        table.add_row(str(t.rank), t.file or f"[dim]{t.name}: {t.why}[/]", str(t.calls), f"{t.share:.1%}", origin)
+        low, high = t.share_range
+        task = shown(t.file) if t.file else f"[dim]{shown(t.name)}: {shown(t.why)}[/]"
+        table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
     console.print(table)
-    written = sum(1 for t in done.tasks if t.file)
     console.print(
-        f"{written} tasks covering {done.covered_share:.1%} of the forward in {out}/ (capture.json lists all)"
+        f"shares: of the forward's {done.measure} under the profiler, the median of "
+        f"{counted(done.forwards, 'profiled forward')} ({profiled.median / 1000:.3g} ms; "
+        f"{profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
+    )
+    if done.switched_to_eval:
+        console.print(
+            "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
+            "running statistics), as a served model runs"
+        )
+    written = counted(sum(1 for t in done.tasks if t.file), "task")
+    console.print(
+        f"{written} covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
     )
 
 
@@ -111,19 +131,19 @@ def apply_cmd(
 
 def _kernels_table(done: Applied) -> Table:
     e2e = done.e2e
-    table = Table(title=f"{done.entry}: patch in {done.out_dir}/ ({done.device})")
+    table = Table(title=f"{shown(done.entry)}: patch in {shown(done.out_dir)}/ ({done.device})")
     for col in ("task", "share", "kernel speedup", "calls", "taken per forward", "status"):
         table.add_column(col)
     for c in done.kernels:
         merged = e2e.merged.get(c.name) if e2e is not None else None
         taken = "-" if e2e is None or c.why or merged else f"{e2e.fired.get(c.name, 0):g}"
-        status = c.why or ("applied" if done.took(c) else "[red]never took its region[/]")
+        status = shown(c.why) if c.why else ("applied" if done.took(c) else "[red]never took its region[/]")
         if merged and not c.why:
-            status = f"same ops as {merged}: that kernel takes its regions"
+            status = f"same ops as {shown(merged)}: that kernel takes its regions"
         if e2e is not None and c.name in e2e.skipped:
-            status, taken = f"not substituted: {e2e.skipped[c.name]}", "-"
+            status, taken = f"not substituted: {shown(e2e.skipped[c.name])}", "-"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
-        table.add_row(c.name, f"{c.share:.1%}", speed, str(c.calls), taken, status)
+        table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status)
     return table
 
 
@@ -132,11 +152,11 @@ def _say_check(done: Applied) -> None:
     e2e = done.e2e
     assert e2e is not None
     if not e2e.trials:  # the patched forward raised: the message says how
-        console.print(f"[red]{e2e.mismatch}[/]")
+        console.print(f"[red]{shown(e2e.mismatch)}[/]")
     elif e2e.outputs_match:
         console.print(f"outputs match the model's on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
     else:
-        console.print(f"[red]outputs differ from the model's[/]: {e2e.mismatch}")
+        console.print(f"[red]outputs differ from the model's[/]: {shown(e2e.mismatch)}")
     p, c = done.prediction, done.capture_time
     for t in e2e.timings:
         b, a = t.before_ms, t.after_ms
@@ -154,11 +174,11 @@ def _say_check(done: Applied) -> None:
         agree = "agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]"
         console.print(f"capture measured {c.capture_ms:.4g} ms of {c.measure} per forward: the original here {agree}")
     if e2e.forged:
-        console.print(f"[red]not trusted[/]: {e2e.forged}")
+        console.print(f"[red]not trusted[/]: {shown(e2e.forged)}")
     if not done.ok:
-        console.print(f"-> [red]check failed[/]: {escape(done.failure or '')}")
+        console.print(f"-> [red]check failed[/]: {shown(done.failure or '')}")
     elif done.slower:  # a slower forward is never passed without saying so
         said = "; ".join(f"{s.line} ({s.accepted})" for s in done.slower)
-        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {escape(said)}")
+        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {shown(said)}")
     else:
         console.print("-> check passed")

@@ -24,16 +24,23 @@ UNBOUNDED_WIDTH = 100_000
 def stdout_console() -> Console:
     """On a terminal, rich's own console: tables fit the window. Otherwise (a pipe, a file, a CI
     log) rich assumes 80 columns and cuts numbers and paths to fit them; there is no window to fit
-    there, so the width is unbounded and every cell is printed whole."""
-    console = Console()
-    return console if console.is_terminal else Console(width=UNBOUNDED_WIDTH)
+    there, so the width is unbounded and every cell is printed whole. No emoji codes: a user's
+    `zoo.py:cat` is not a cat (text of the user's is also escaped where it goes into markup: `shown`)."""
+    console = Console(emoji=False)
+    return console if console.is_terminal else Console(width=UNBOUNDED_WIDTH, emoji=False)
 
 
 console = stdout_console()  # what commands print their tables and lines to
 
+
+def shown(text: object) -> str:
+    """Text of the user's (a path, an ENTRY, a name, a message) as rich prints it, not as markup."""
+    return escape(str(text))
+
+
 # ---- errors a user can cause: one line on stderr, a non-zero exit
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, emoji=False)
 
 
 def print_error(message: str) -> None:

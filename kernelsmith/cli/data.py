@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import check_paths, console, fail
+from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
 
@@ -31,13 +31,13 @@ def sft_table(result, out: Path) -> Table:
     from kernelsmith.data.sft import DROP_REASONS, FIRST, IMPROVEMENT
 
     tasks = sorted({t for t, _ in result.kept} | {t for t, _ in result.dropped_by_task})
-    table = Table(title=f"SFT: {counted(len(result.rows), 'row')} -> {out}")
+    table = Table(title=f"SFT: {counted(len(result.rows), 'row')} -> {shown(out)}")
     for name in ("task", "first", "improvement", "dropped"):
         table.add_column(name, justify="right" if name in ("first", "improvement") else "left")
     if len(tasks) > 1:
         for task in tasks:
             table.add_row(
-                task,
+                shown(task),
                 str(result.kept[(task, FIRST)]),
                 str(result.kept[(task, IMPROVEMENT)]),
                 _dropped_text(_per_task(result.dropped_by_task, task, DROP_REASONS)),
@@ -45,7 +45,7 @@ def sft_table(result, out: Path) -> Table:
     first = sum(n for (_, kind), n in result.kept.items() if kind == FIRST)
     label = "all" if len(tasks) > 1 else (tasks[0] if tasks else "-")
     table.add_row(
-        label,
+        shown(label),
         str(first),
         str(len(result.rows) - first),
         _dropped_text(result.dropped),
@@ -58,16 +58,18 @@ def rl_table(result, out: Path) -> Table:
     from kernelsmith.data.rl import DROP_REASONS
 
     tasks = sorted(set(result.kept) | {t for t, _ in result.dropped_by_task})
-    table = Table(title=f"RL: {counted(len(result.rows), 'prompt')} -> {out}")
+    table = Table(title=f"RL: {counted(len(result.rows), 'prompt')} -> {shown(out)}")
     table.add_column("task")
     table.add_column("prompts", justify="right")
     table.add_column("dropped runs")
     if len(tasks) > 1:
         for task in tasks:
             dropped = _per_task(result.dropped_by_task, task, DROP_REASONS)
-            table.add_row(task, str(result.kept[task]), _dropped_text(dropped))
+            table.add_row(shown(task), str(result.kept[task]), _dropped_text(dropped))
     label = "all" if len(tasks) > 1 else (tasks[0] if tasks else "-")
-    table.add_row(label, str(len(result.rows)), _dropped_text(result.dropped), style="bold" if len(tasks) > 1 else None)
+    table.add_row(
+        shown(label), str(len(result.rows)), _dropped_text(result.dropped), style="bold" if len(tasks) > 1 else None
+    )
     return table
 
 

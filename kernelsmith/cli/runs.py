@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import check_paths, console, fail
+from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.errors import UserError
 
 
@@ -35,20 +35,22 @@ def runs_cmd(
     if not runs:
         if not root.exists():  # before the first run: an empty listing, not an error
             console.print(
-                f"no runs yet: there is no folder {root} (evolve puts each run in runs/TASK, or where --run-dir says)",
+                f"no runs yet: there is no folder {shown(root)} "
+                "(evolve puts each run in runs/TASK, or where --run-dir says)",
                 highlight=False,
                 soft_wrap=True,
             )
         else:
-            console.print(f"no run directories below {root}", highlight=False, soft_wrap=True)
+            console.print(f"no run directories below {shown(root)}", highlight=False, soft_wrap=True)
         return
-    table = Table(title=f"runs below {root}")
+    table = Table(title=f"runs below {shown(root)}")
     for col in ("run", "task", "iterations", "programs", "best", "started"):
         table.add_column(col, justify="right" if col in ("iterations", "programs", "best") else "left", overflow="fold")
     for r in runs:
         best = f"{r.best_speedup:.3g}x (#{r.best_program})" if r.best_speedup is not None else "-"
         where = str(Path(r.run_dir).relative_to(root)) if Path(r.run_dir).is_relative_to(root) else r.run_dir
-        table.add_row(where, r.task or "?", str(r.iterations_done), str(r.programs), best, r.created or "-")
+        cells = (str(r.iterations_done), str(r.programs), best, r.created or "-")
+        table.add_row(shown(where), shown(r.task or "?"), *cells)
     console.print(table)
 
 
@@ -66,7 +68,7 @@ def report_cmd(
         path = write_run_report(run_dir, out)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
-    console.print(f"report: {path}", highlight=False, soft_wrap=True)
+    console.print(f"report: {shown(path)}", highlight=False, soft_wrap=True)
 
 
 def export_cmd(

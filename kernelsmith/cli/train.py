@@ -11,7 +11,15 @@ from pathlib import Path
 
 import typer
 
-from kernelsmith.cli.common import EVAL_BACKEND, EVAL_URL, RAY_ADDRESS, EvalBackendKind, console, user_errors
+from kernelsmith.cli.common import (
+    EVAL_BACKEND,
+    EVAL_URL,
+    RAY_ADDRESS,
+    EvalBackendKind,
+    console,
+    shown,
+    user_errors,
+)
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
@@ -34,7 +42,7 @@ def _print_summary(kind: str, summary: dict) -> None:
     )
     if summary.get("rewards"):
         line += f", last mean reward {_fmt(summary['rewards'][-1])}"
-    console.print(f"{line} -> {summary['output']}", highlight=False, soft_wrap=True)
+    console.print(f"{line} -> {shown(summary['output'])}", highlight=False, soft_wrap=True)
 
 
 @train_app.command("sft")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+from rich.markup import escape
 from rich.table import Table
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
@@ -67,7 +68,7 @@ def trials_text(trials: list[TrialReport]) -> str:
 def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profiled: bool = False) -> Table:
     """`profiled`: --profile was asked for, so a verdict without counters says why."""
     table = Table(
-        title=f"{candidate_name} vs {task_name} ({result.device}"
+        title=f"{escape(candidate_name)} vs {escape(task_name)} ({result.device}"
         + (f", {result.gpu_name}" if result.device == "cuda" else "")
         + ")",
         show_header=False,
