@@ -397,7 +397,7 @@ def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weig
     entry = call_entry(block[0], "cpu")
     honest = check(entry, install(entry.model, _patch(block, tmp_path, HONEST)), "cpu", reps=2, timers=timers)
     assert honest.outputs_match and honest.forged is None and list(honest.fired.values()) == [1.0]
-    assert [t.measure for t in honest.timings] == ["CPU time"] and honest.trials == 3
+    assert [t.measure for t in honest.timings] == ["CPU time", "CPU wall time"] and honest.trials == 3
     entry = call_entry(block[0], "cpu")
     kept = check(entry, install(entry.model, _patch(block, tmp_path, KEPT_WEIGHTS, "patch_k")), "cpu", reps=2)
     assert not kept.outputs_match and "out of tolerance" in (kept.mismatch or "") and not kept.timings

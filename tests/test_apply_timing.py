@@ -186,8 +186,13 @@ def test_apply_reports_the_change_the_verdicts_predict_beside_the_measured_one(g
         in out
     )
     before = device["before_ms"]["median"]
-    assert applied["capture_time"]["capture_ms"] == pytest.approx(before)  # one reading of one quantity
-    assert f"capture measured {before:.4g} ms of device time per forward: the original here agrees" in out
+    captured = applied["capture_times"][0]
+    assert captured["measure"] == "device time" and captured["capture_ms"]["median"] == pytest.approx(before)
+    assert applied["capture_times"][1]["measure"] == "eager time"  # capture's wall time without the profiler
+    assert (
+        f"capture's original forward against the original here: device time {before:.4g} ms ({before:.4g}-{before:.4g}): agrees"
+        in out
+    )
     # The kernel's true speedup on its regions (its time over theirs here), as its verdict: the prediction
     # is the measurement, within the verdict's 2 % noise.
     cost = applied["slower"][0]["kernels"][0]
@@ -197,10 +202,15 @@ def test_apply_reports_the_change_the_verdicts_predict_beside_the_measured_one(g
     )
     out = " ".join(said.output.split())
     p = applied["prediction"]
-    assert p["speedup"] == pytest.approx(p["measured"]) and p["low"] < p["speedup"] < p["high"]
+    assert p["speedup"] == pytest.approx(p["measured"]) and p["low"] < p["speedup"] < p["high"] and p["agrees"]
     assert "predicted" in out and "disagree" not in out, out
     # A capture whose forward took twice as long disagrees with apply's original forward, and says so.
     manifest = json.loads((cap / "capture.json").read_text())
-    (cap / "capture.json").write_text(json.dumps(manifest | {"total_us": manifest["total_us"] * 2}))
+    doubled = {k: v * 2 for k, v in manifest["profiled_us"].items()}
+    (cap / "capture.json").write_text(json.dumps(manifest | {"total_us": doubled["median"], "profiled_us": doubled}))
     said, applied = _apply(tmp_path, cap, task, HONEST, "--accept-slower", "all")
-    assert "the original here disagrees beyond the spreads" in " ".join(said.output.split())
+    assert (
+        f"device time {2 * before:.4g} ms ({2 * before:.4g}-{2 * before:.4g}): disagrees beyond the spreads"
+        in " ".join(said.output.split())
+    )
+    assert not applied["capture_times"][0]["agrees"] and not applied["prediction"]["agrees"]

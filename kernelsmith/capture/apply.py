@@ -177,7 +177,7 @@ class Applied:
     accept_slower: str = "none"  # --accept-slower
     slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
     prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
-    capture_time: CaptureTime | None = None  # capture's time of the original forward beside apply's
+    capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
 
     @property
     def ok(self) -> bool:
@@ -255,6 +255,6 @@ def apply_runs(
         measure = manifest.get("measure")
         applied.slower = slowdowns(applied.e2e, parts, measure, accept_slower)
         applied.prediction = predict(applied.e2e, parts, measure)
-        applied.capture_time = against_capture(applied.e2e, measure, manifest.get("total_us"))
+        applied.capture_times = against_capture(applied.e2e, manifest, device)
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

@@ -4,10 +4,11 @@ The forward's device time is what capture's profile reads (capture/profile.py): 
 under a profiler range around the forward, summed from the range's event on the CPU. Never the range's
 mirror on the GPU timeline: that spans from the first kernel to the last, the host's gaps between
 launches included, and at batch 1 the gaps are most of it (the Llama decode step's 5.4 ms of span held
-0.65 ms of kernels). Beside it, the eager wall time: synchronized, launches and the patch's dispatch
-included. On the CPU the profiled time is the range's CPU time, as capture's is: relative only. In the
-patched forward each region a kernel takes runs under a range of its own (Substitution.timed), read
-the same way: each kernel's time per forward.
+0.65 ms of kernels). Beside it, the wall time without the profiler, as capture measures it
+(profile.wall_times_ms): on CUDA the eager time, synchronized, launches and the patch's dispatch
+included. On the CPU the profiled time is the range's CPU time, as capture's is; both CPU times are
+relative only. In the patched forward each region a kernel takes runs under a range of its own
+(Substitution.timed), read the same way: each kernel's time per forward.
 
 The original and the patched forward alternate (ABBA, so that drift hits both alike), several forwards
 each; medians and min-max spreads are reported, and a speedup whose spreads overlap is within noise.
@@ -15,26 +16,13 @@ each; medians and min-max spreads are reported, and a speedup whose spreads over
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-
 from kernelsmith.capture.patch_runtime import Patch
-from kernelsmith.capture.profile import op_range, profiling, read_times
+from kernelsmith.capture.profile import Spread, op_range, profiling, read_times, wall_times_ms
 
-
-@dataclass
-class Spread:
-    median: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, xs: list[float]) -> Spread:
-        return cls(statistics.median(xs), min(xs), max(xs))
+__all__ = ["Spread", "Timing", "profiled_ms", "time_forwards"]
 
 
 @dataclass
@@ -82,19 +70,11 @@ def profiled_ms(run: Callable[[], object], device: str, patch: Patch | None = No
     return times.total_us / 1e3, kernels
 
 
-def _wall_ms(run: Callable[[], object]) -> float:
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    run()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) * 1e3
-
-
 def time_forwards(
     model, make: Callable[[], tuple], patch: Patch, device: str, reps: int
 ) -> tuple[list[Timing], dict[str, Spread]]:
-    """(before, after) per measure, the profiled time first, then on CUDA the eager wall time; and each
-    kernel's profiled time per patched forward."""
+    """(before, after) per measure, the profiled time first, then the wall time (capture's: the eager time
+    on CUDA); and each kernel's profiled time per patched forward."""
     profiled: dict[bool, list[float]] = {False: [], True: []}
     walls: dict[bool, list[float]] = {False: [], True: []}
     kernels: dict[str, list[float]] = {name: [] for name in patch.mode.kernels}
@@ -106,15 +86,17 @@ def time_forwards(
     for rep in range(reps):
         for patched in (rep % 2 == 0, rep % 2 != 0):
             patch.active = patched
-            if device == "cuda":
-                walls[patched].append(_wall_ms(forward()))
+            walls[patched].append(wall_times_ms(model, make, device, 1).median)
             total, per_kernel = profiled_ms(forward(), device, patch if patched else None)
             profiled[patched].append(total)
             for name in kernels if patched else ():
                 kernels[name].append(per_kernel.get(name, 0.0))
     patch.active = True
-    measure = "device time" if device == "cuda" else "CPU time"
-    timings = [Timing(measure, Spread.of(profiled[False]), Spread.of(profiled[True]))]
-    if device == "cuda":
-        timings.append(Timing("eager time", Spread.of(walls[False]), Spread.of(walls[True])))
+    profiled_measure, wall_measure = (
+        ("device time", "eager time") if device == "cuda" else ("CPU time", "CPU wall time")
+    )
+    timings = [
+        Timing(profiled_measure, Spread.of(profiled[False]), Spread.of(profiled[True])),
+        Timing(wall_measure, Spread.of(walls[False]), Spread.of(walls[True])),
+    ]
     return timings, {name: Spread.of(ms) for name, ms in kernels.items()}

@@ -7,8 +7,8 @@ The prediction: each kernel's verdict speedup k over the share s of the captured
 took (its task's share, and those of the tasks merged into it, times the share of their captured calls
 it took) gives the forward 1 - sum(s) + sum(s / k) of its time; its spread is each verdict speedup's
 own noise (evaluate/measuring/noise.py). It disagrees with the measurement when their spreads do not
-overlap. Capture's time of the forward, one profiled forward, agrees with apply's original forward
-when it lies within apply's spread widened by CAPTURE_NOISE.
+overlap. Capture's times of the original forward (its profiled forwards' and its wall times' spreads)
+agree with apply's when the two spreads, each widened by AGREE_FLOOR, overlap.
 
 A measure is slower when the patched forward's spread lies above the original's (beyond both spreads).
 Each kernel's time before is its regions' share of the forward in capture's profile (where capture
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from kernelsmith.capture.e2e import E2E
 from kernelsmith.capture.forward_time import Spread, Timing
 
-# The spread of capture's one profiled forward, which has no repetitions of its own (provisional: on the
-# GPU its kernels' clocks and caches; on the CPU the host's load).
-CAPTURE_NOISE = {"device time": 0.10, "CPU time": 0.30}
+# How far one time of the original forward may move between capture's process and apply's beyond the
+# spread either saw (clocks, caches, the allocator, the host's load), relative: provisional.
+AGREE_FLOOR = {"device time": 0.05, "eager time": 0.10, "CPU time": 0.30, "CPU wall time": 0.30}
 
 
 @dataclass
@@ -52,24 +52,25 @@ class Prediction:
     measured: float  # what apply measured, and its spread (before over after)
     measured_low: float
     measured_high: float
+    agrees: bool = field(init=False)  # the two spreads overlap
 
-    @property
-    def agrees(self) -> bool:
-        return self.low <= self.measured_high and self.measured_low <= self.high
+    def __post_init__(self):
+        self.agrees = self.low <= self.measured_high and self.measured_low <= self.high
 
 
 @dataclass
 class CaptureTime:
-    """Capture's time of the original forward beside apply's."""
+    """Capture's time of the original forward beside apply's, in one measure."""
 
     measure: str
-    capture_ms: float
+    capture_ms: Spread
     here_ms: Spread
+    agrees: bool = field(init=False)  # the two spreads, widened by AGREE_FLOOR, overlap
 
-    @property
-    def agrees(self) -> bool:
-        noise = CAPTURE_NOISE.get(self.measure, 0.3)
-        return self.here_ms.low * (1 - noise) <= self.capture_ms <= self.here_ms.high * (1 + noise)
+    def __post_init__(self):
+        floor = AGREE_FLOOR.get(self.measure, 0.3)
+        c, h = self.capture_ms, self.here_ms
+        self.agrees = c.low * (1 - floor) <= h.high * (1 + floor) and h.low * (1 - floor) <= c.high * (1 + floor)
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Slowdown:
             return said + (
                 f": {self.rest_ms:.3g} ms of it is host time outside the kernels (the patch's dispatch runs every op "
                 "of the patched modules through Python; a CUDA-graph replay does not pay it)"
-                if self.rest_ms is not None
+                if self.rest_ms is not None and self.rest_ms > 0
                 else ""
             )
         cost = lambda k: f"{k.name} {'' if k.before_ms is None else f'{k.before_ms:.3g} -> '}{k.after_ms:.3g} ms"
@@ -135,37 +136,45 @@ def predict(e2e: E2E, parts: dict[str, Part], capture_measure: str | None) -> Pr
         covered,
         1.0 / ratio,
         1.0 / (ratio + spread),
-        1.0 / max(ratio - spread, 1e-9),
+        1.0 / (ratio - spread) if ratio > spread else float("inf"),
         t.speedup,
         b.low / a.high if a.high > 0 else float("inf"),
         b.high / a.low if a.low > 0 else float("inf"),
     )
 
 
-def against_capture(e2e: E2E, capture_measure: str | None, capture_us: float | None) -> CaptureTime | None:
-    """Capture's time of the forward beside apply's original forward, where both measured the same time."""
-    t = next((t for t in e2e.timings if t.measure == capture_measure), None)
-    if t is None or capture_measure is None or capture_us is None:
-        return None
-    return CaptureTime(capture_measure, capture_us / 1e3, t.before_ms)
+def against_capture(e2e: E2E, capture: dict, device: str) -> list[CaptureTime]:
+    """Capture's times of the original forward (capture.json: the profiled time, `profiled_us` or else
+    `total_us`, and the wall time `wall_ms`) beside apply's, where both measured the same time."""
+    if capture.get("device", "cpu") != device or len(e2e.timings) < 2:
+        return []
+    profiled, wall = e2e.timings[0], e2e.timings[1]
+    spread = lambda d, scale: Spread(d["median"] * scale, d["low"] * scale, d["high"] * scale)
+    found = []
+    if capture.get("measure") == profiled.measure:
+        us = capture.get("profiled_us") or {k: capture["total_us"] for k in ("median", "low", "high")}
+        found.append(CaptureTime(profiled.measure, spread(us, 1e-3), profiled.before_ms))
+    if capture.get("wall_ms"):
+        found.append(CaptureTime(wall.measure, spread(capture["wall_ms"], 1.0), wall.before_ms))
+    return found
 
 
 def slowdowns(e2e: E2E, parts: dict[str, Part], capture_measure: str | None, accept: str = "none") -> list[Slowdown]:
-    """Each measure in which the patched forward is slower than the original beyond both spreads."""
+    """Each measure in which the patched forward is slower than the original beyond both spreads: in the
+    profiled time with the kernels that cost it, in the eager time with the host time outside them."""
     found = []
-    device = next((t for t in e2e.timings if t.measure == "device time"), None)
+    profiled = e2e.timings[0] if e2e.timings else None
     for t in e2e.timings:
         if t.after_ms.low <= t.before_ms.high:
             continue
         slow = Slowdown(t.measure, t.before_ms, t.after_ms)
-        if t.measure == "eager time":
-            changed = (device.after_ms.median - device.before_ms.median) if device is not None else None
-            if changed is not None:
-                slow.rest_ms = t.after_ms.median - t.before_ms.median - changed
-        else:
+        if t is profiled:
             slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure)
-        if t.measure == "CPU time":
-            slow.accepted = "relative only: CPU times say nothing of a GPU's (Triton kernels run in its interpreter)"
+        elif t.measure == "eager time" and profiled is not None:
+            changed = profiled.after_ms.median - profiled.before_ms.median
+            slow.rest_ms = t.after_ms.median - t.before_ms.median - changed
+        if t.measure.startswith("CPU"):
+            slow.accepted = "relative only: CPU times say nothing of a GPU's"
         elif accept == "all" or (accept == "eager" and t.measure == "eager time"):
             slow.accepted = f"accepted: --accept-slower {accept}"
         found.append(slow)

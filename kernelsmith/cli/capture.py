@@ -157,11 +157,11 @@ def _say_check(done: Applied) -> None:
         console.print(f"outputs match the model's on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
     else:
         console.print(f"[red]outputs differ from the model's[/]: {shown(e2e.mismatch)}")
-    p, c = done.prediction, done.capture_time
+    p = done.prediction
     for t in e2e.timings:
         b, a = t.before_ms, t.after_ms
         note = " [dim](within noise)[/]" if t.within_noise else ""
-        note += " [dim](relative only: CPU)[/]" if t.measure == "CPU time" else ""
+        note += " [dim](relative only: CPU)[/]" if t.measure.startswith("CPU") else ""
         if p is not None and p.measure == t.measure:  # the prediction beside the measurement
             note += f"; predicted {p.speedup:.3g}x ({p.low:.3g}-{p.high:.3g})"
             note += f" from the verdicts over {p.covered:.1%} of the forward"
@@ -170,9 +170,13 @@ def _say_check(done: Applied) -> None:
             f"{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
             f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
         )
-    if c is not None:
-        agree = "agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]"
-        console.print(f"capture measured {c.capture_ms:.4g} ms of {c.measure} per forward: the original here {agree}")
+    if done.capture_times:  # the same quantities capture measured, on the original forward
+        said = [
+            f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
+            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
+            for c in done.capture_times
+        ]
+        console.print(f"capture's original forward against the original here: {'; '.join(said)}")
     if e2e.forged:
         console.print(f"[red]not trusted[/]: {shown(e2e.forged)}")
     if not done.ok:
