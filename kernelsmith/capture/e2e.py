@@ -7,7 +7,8 @@ tensors such as token ids and positions are kept, they carry the model's structu
 never takes its region fails the check (its work was not done by it); the timers are checked to be the
 same objects after the kernels ran as before. Times (forward_time.py): the forward's time as capture
 measures it (on CUDA the device time of its kernels: what a CUDA-graph server pays; on the CPU its CPU
-time, relative only) and on CUDA its eager wall time beside it.
+time, relative only), its wall time beside it (on CUDA the eager time), and each kernel's time in the
+patched forward.
 """
 
 from __future__ import annotations

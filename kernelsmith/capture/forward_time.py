@@ -27,7 +27,7 @@ __all__ = ["Spread", "Timing", "profiled_ms", "time_forwards"]
 
 @dataclass
 class Timing:
-    measure: str  # "device time" | "eager time" | "CPU time"
+    measure: str  # CUDA: "device time" (profiled), "eager time" (wall); CPU: "CPU time", "CPU wall time"
     before_ms: Spread
     after_ms: Spread
 
