@@ -397,7 +397,7 @@ def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weig
     entry = call_entry(block[0], "cpu")
     honest = check(entry, install(entry.model, _patch(block, tmp_path, HONEST)), "cpu", reps=2, timers=timers)
     assert honest.outputs_match and honest.forged is None and list(honest.fired.values()) == [1.0]
-    assert [t.measure for t in honest.timings] == ["CPU time"] and honest.trials == 3
+    assert [t.measure for t in honest.timings] == ["CPU time", "CPU wall time"] and honest.trials == 3
     entry = call_entry(block[0], "cpu")
     kept = check(entry, install(entry.model, _patch(block, tmp_path, KEPT_WEIGHTS, "patch_k")), "cpu", reps=2)
     assert not kept.outputs_match and "out of tolerance" in (kept.mismatch or "") and not kept.timings
@@ -406,6 +406,26 @@ def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weig
     failed = check(entry, install(entry.model, _patch(block, tmp_path, raises, "patch_r")), "cpu", reps=2)
     assert not failed.outputs_match and failed.trials == 0
     assert failed.mismatch == "the patched model raised RuntimeError: launch failed at line 3"
+
+
+def test_the_check_sees_the_kernels_output_one_off_by_1e_3_fails(block, tmp_path: Path):
+    """Issue 41: outputs matched with max abs err exactly 0 while kernels of another rounding ran. The
+    compared outputs are the kernel's: the honest kernel took its region and matches (to the bit with
+    torch 2.13 on the CPU, where rms_norm rounds as the model's ops do), and the same kernel off by 1e-3 fails the check."""
+    entry = call_entry(block[0], "cpu")
+    honest = check(entry, install(entry.model, _patch(block, tmp_path, HONEST)), "cpu", reps=2)
+    assert honest.outputs_match and list(honest.fired.values()) == [1.0] and honest.max_abs_err <= 1e-6
+    off = HONEST.replace(
+        "return F.gelu(F.rms_norm(x0, [48], self.weight, 1e-6))",
+        "return F.gelu(F.rms_norm(x0, [48], self.weight, 1e-6)) + 1e-3",
+    )
+    assert off != HONEST
+    entry = call_entry(block[0], "cpu")
+    done = check(entry, install(entry.model, _patch(block, tmp_path, off, "patch_off")), "cpu", reps=2)
+    assert not done.outputs_match and list(done.fired.values()) == [1.0] and not done.timings
+    assert done.max_abs_err == pytest.approx(1e-3, rel=1e-3) and "out of tolerance" in (done.mismatch or "")
+    chosen = Chosen("runs/x", Path(block[3]["file"]).stem, block[3]["share"], block[3]["calls"], 2.0, 1)
+    assert Applied(str(tmp_path / "patch_off"), "e", "cpu", [chosen], done).failure == done.mismatch
 
 
 def test_redrawn_inputs_differ_and_keep_integers(block):

@@ -13,19 +13,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from kernelsmith.capture.e2e import E2E, check, current_timers
 from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
 from kernelsmith.capture.task_file import region_of
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.measuring.noise import speedup_noise
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
@@ -69,6 +71,7 @@ class Chosen:
     program: int | None  # the best program's id in the run's store (as `runs`, best.py and summary.json name it)
     why: str | None = None  # None: in the patch
     iteration: int | None = None  # the search iteration that made it
+    noise: float = 0.0  # the relative noise of its verdict speedup (evaluate/measuring/noise.py)
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -119,6 +122,7 @@ def choose(
             chosen.why = "no successful program in the run"
         else:
             chosen.speedup, chosen.program, chosen.iteration = best.speedup, best.id, best.iteration
+            chosen.noise = speedup_noise(best.eval)
             if best.speedup is None or best.speedup < min_speedup:
                 speedup = f"{best.speedup or 0:.3g}x"
                 chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
@@ -170,11 +174,15 @@ class Applied:
     device: str
     kernels: list[Chosen]
     e2e: E2E | None  # None: --no-check
+    accept_slower: str = "none"  # --accept-slower
+    slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
+    prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
+    capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
 
     @property
     def ok(self) -> bool:
         """The check passed: some kernel was substituted, outputs match, every substituted kernel took
-        its regions, no timer was replaced."""
+        its regions, no timer was replaced, and the patched forward is no slower (or that is accepted)."""
         return self.failure is None
 
     @property
@@ -194,6 +202,13 @@ class Applied:
         idle = [c.name for c in applied if not self.took(c)]
         if idle:
             return f"{', '.join(idle)} never took its region (it did none of the model's work)"
+        failing = [s for s in self.slower if s.accepted is None]
+        if failing:
+            accept = "eager" if all(s.measure == "eager time" for s in failing) else "all"
+            return (
+                f"the patched forward is slower, a failed promise: {'; '.join(s.line for s in failing)} "
+                f"(--accept-slower {accept} accepts it)"
+            )
         return None
 
     def took(self, c: Chosen) -> bool:
@@ -213,6 +228,7 @@ def apply_runs(
     atol: float | None = None,
     rtol: float | None = None,
     min_speedup: float = 1.0,
+    accept_slower: str = "none",
 ) -> Applied:
     """Write the patch for the runs' best kernels; unless told not to, check it on the captured model."""
     manifest = read_capture(capture_dir)
@@ -221,7 +237,7 @@ def apply_runs(
         raise UserError(NO_CUDA_GPU)
     picks = choose(run_dirs, capture_dir, manifest, min_speedup)
     write_patch(out, capture_dir, manifest, picks)
-    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None)
+    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None, accept_slower)
     if check_e2e:
         if device == "cpu":  # Triton kernels run on the CPU in its interpreter, as the sandboxes run them
             os.environ["TRITON_INTERPRET"] = "1"
@@ -235,5 +251,10 @@ def apply_runs(
             applied.e2e = check(entry, patch, device, reps, atol, rtol, timers)
         finally:
             patch.remove()
+        parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
+        measure = manifest.get("measure")
+        applied.slower = slowdowns(applied.e2e, parts, measure, accept_slower)
+        applied.prediction = predict(applied.e2e, parts, measure)
+        applied.capture_times = against_capture(applied.e2e, manifest, device)
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

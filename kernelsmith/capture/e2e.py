@@ -5,57 +5,28 @@ The rules are a verdict's: outputs compare with the verdict's tolerances (evalua
 captured inputs and on inputs whose floating tensors are redrawn (same shape, mean and spread; integer
 tensors such as token ids and positions are kept, they carry the model's structure); a kernel that
 never takes its region fails the check (its work was not done by it); the timers are checked to be the
-same objects after the kernels ran as before. Times: on CUDA the forward's device time (the sum of its
-kernels' times, torch.profiler: what a CUDA-graph server pays) and its eager wall time; on the CPU its
-wall time, relative only. Before and after alternate, several forwards each; medians and the min-max
-spread are reported, and a speedup whose spreads overlap is said to be within noise.
+same objects after the kernels ran as before. Times (forward_time.py): the forward's time as capture
+measures it (on CUDA the device time of its kernels: what a CUDA-graph server pays; on the CPU its CPU
+time, relative only), its wall time beside it (on CUDA the eager time), and each kernel's time in the
+patched forward.
 """
 
 from __future__ import annotations
 
 import copy
-import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
 from kernelsmith.capture.entry import Entry
+from kernelsmith.capture.forward_time import Spread, Timing, time_forwards
 from kernelsmith.capture.patch_runtime import Patch
 from kernelsmith.capture.tape import tensors_in
 from kernelsmith.errors import one_line
 from kernelsmith.evaluate.checks import compare_tensor, tolerances
 
 TRIALS = 3  # the captured inputs, then two redraws
-_FWD = "ks_apply_forward_"
-
-
-@dataclass
-class Spread:
-    median: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, xs: list[float]) -> Spread:
-        return cls(statistics.median(xs), min(xs), max(xs))
-
-
-@dataclass
-class Timing:
-    measure: str  # "device time" | "eager time" | "CPU time"
-    before_ms: Spread
-    after_ms: Spread
-
-    @property
-    def speedup(self) -> float:
-        return self.before_ms.median / self.after_ms.median if self.after_ms.median > 0 else float("inf")
-
-    @property
-    def within_noise(self) -> bool:
-        return self.after_ms.low <= self.before_ms.high and self.before_ms.low <= self.after_ms.high
 
 
 @dataclass
@@ -68,6 +39,7 @@ class E2E:
     merged: dict[str, str] = field(default_factory=dict)  # kernel -> the kernel that takes its regions
     skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why its region cannot be taken
     timings: list[Timing] = field(default_factory=list)
+    kernel_ms: dict[str, Spread] = field(default_factory=dict)  # kernel -> its regions' time per patched forward
     forged: str | None = None  # a timer replaced while the kernels ran
 
 
@@ -112,54 +84,6 @@ def current_timers() -> tuple:
     )
 
 
-def _wall_ms(run: Callable[[], object], device: str) -> float:
-    if device == "cuda":
-        torch.cuda.synchronize()
-    began = time.perf_counter()
-    run()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - began) * 1e3
-
-
-def _device_ms(runs: list[Callable[[], object]]) -> list[float]:
-    """Each forward's device time: the kernels launched under its profiler range."""
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i, run in enumerate(runs):
-            with record_function(f"{_FWD}{i}"):
-                run()
-        torch.cuda.synchronize()
-    out = [0.0] * len(runs)
-    for e in prof.events() or []:
-        if e.name.startswith(_FWD):
-            out[int(e.name.removeprefix(_FWD))] = e.device_time_total / 1e3
-    return out
-
-
-def _forward(model, inputs: tuple) -> Callable[[], object]:
-    args, kwargs = inputs
-    return lambda: model(*args, **kwargs)
-
-
-def _time(model, make: Callable[[], tuple], patch: Patch, device: str, reps: int) -> list[Timing]:
-    """(before, after) per measure, the original and the patched forward alternating (ABBA, so that
-    drift hits both alike)."""
-    walls: dict[bool, list[float]] = {False: [], True: []}
-    devs: dict[bool, list[float]] = {False: [], True: []}
-    for rep in range(reps):
-        for patched in (rep % 2 == 0, rep % 2 != 0):
-            patch.active = patched
-            walls[patched].append(_wall_ms(_forward(model, make()), device))
-            if device == "cuda":
-                devs[patched].append(_device_ms([_forward(model, make())])[0])
-    patch.active = True
-    measure = "eager time" if device == "cuda" else "CPU time"
-    timings = [Timing(measure, Spread.of(walls[False]), Spread.of(walls[True]))]
-    if device == "cuda":
-        timings.insert(0, Timing("device time", Spread.of(devs[False]), Spread.of(devs[True])))
-    return timings
-
-
 def check(
     entry: Entry,
     patch: Patch,
@@ -194,7 +118,7 @@ def check(
             mismatch = mismatch or m
         result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), dict(patch.skipped))
         if mismatch is None:
-            result.timings = _time(model, make, patch, device, reps)
+            result.timings, result.kernel_ms = time_forwards(model, make, patch, device, reps)
     if timers is not None and current_timers() != timers:
         result.forged = "a timer (time.perf_counter, torch.cuda.synchronize/Event or torch.profiler) was replaced"
     return result

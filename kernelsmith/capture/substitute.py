@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +69,9 @@ class Substitution(TorchDispatchMode):
         self.fired: list[Match] = []  # taken in this module call, kept to recompute an inner value read late
         self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
         self._bound: dict[tuple, torch.nn.Module] = {}
+        # A range around each region taken (the kernel, its outputs put in place, inner values computed
+        # late), by kernel name: how `kernelsmith apply` times each kernel in the forward (None: none).
+        self.timed: Callable[[str], AbstractContextManager] | None = None
 
     # -- the op stream
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -195,6 +200,33 @@ class Substitution(TorchDispatchMode):
             return step.func(*args, **kwargs)
         self.open.remove(match)
         match.deferred.append(last)
+        with self._range(pattern.name):
+            here, device = self._run(match, step, inputs)
+        self.counts[pattern.name].fired += 1
+
+        def answer(slot):
+            if not isinstance(slot, Slot):
+                return slot
+            if slot.key in step.aliases:
+                return match.bound[Slot("val", slot.key)]
+            if slot.key in here:
+                return here[slot.key]
+            shape, stride, dtype = step.out_meta[slot.key]
+            inner = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            match.inner.add(id(inner))
+            return inner
+
+        last.given = pytree.tree_map(answer, step.out)
+        if match.inner:
+            self.fired.append(match)
+            if len([m for m in self.fired if m.pattern is pattern]) > MAX_OPEN:
+                self.fired.remove(next(m for m in self.fired if m.pattern is pattern))
+        return last.given
+
+    def _run(self, match: Match, step: Step, inputs: list) -> tuple[dict[int, torch.Tensor], torch.device]:
+        """The kernel on the region's inputs, its outputs put where the model holds the region's values:
+        the outputs that answer the last compute op (by slot key), and the device they are on."""
+        pattern = match.pattern
         outs = self._kernel(match)(*inputs)  # the region's writes in place are not made yet: it reads its inputs
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         values = _values(pattern, outs)
@@ -220,27 +252,10 @@ class Substitution(TorchDispatchMode):
             elif id(t) in match.tainted or any(t is g for g in given):
                 t.copy_(got)  # a placeholder a view was taken of, or the model's tensor written in place
             # else: a view of the model's own tensors, made by the model itself
-        self.counts[pattern.name].fired += 1
-        device = outs[0].device
+        return here, outs[0].device
 
-        def answer(slot):
-            if not isinstance(slot, Slot):
-                return slot
-            if slot.key in step.aliases:
-                return match.bound[Slot("val", slot.key)]
-            if slot.key in here:
-                return here[slot.key]
-            shape, stride, dtype = step.out_meta[slot.key]
-            inner = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-            match.inner.add(id(inner))
-            return inner
-
-        last.given = pytree.tree_map(answer, step.out)
-        if match.inner:
-            self.fired.append(match)
-            if len([m for m in self.fired if m.pattern is pattern]) > MAX_OPEN:
-                self.fired.remove(next(m for m in self.fired if m.pattern is pattern))
-        return last.given
+    def _range(self, name: str) -> AbstractContextManager:
+        return self.timed(name) if self.timed is not None else nullcontext()
 
     def _recorded(self, name: str) -> None:
         self.counts[name].autograd += 1
@@ -266,9 +281,10 @@ class Substitution(TorchDispatchMode):
         """A taken region whose inner value the model reads after all: its ops run for real into the
         inner placeholders (the outputs keep the kernel's values; writes in place were made at the kernel)."""
         self.fired.remove(match)
-        for deferred in match.deferred:
-            if not deferred.done and not deferred.writes:
-                deferred.run(into=match.inner)
+        with self._range(match.pattern.name):  # the region's cost in the patched forward too
+            for deferred in match.deferred:
+                if not deferred.done and not deferred.writes:
+                    deferred.run(into=match.inner)
         self.counts[match.pattern.name].recomputed += 1
 
     def drop_all(self, name: str | None = None) -> None:

@@ -3,7 +3,9 @@ the runs' best kernels back into it as a patch, checked end to end (docs/capture
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -12,6 +14,17 @@ from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
+
+if TYPE_CHECKING:
+    from kernelsmith.capture.apply import Applied
+
+
+class Slower(str, Enum):
+    """--accept-slower: which slower patched forward passes, named (kernelsmith/capture/gains.py)"""
+
+    none = "none"
+    eager = "eager"
+    all = "all"
 
 
 def capture_cmd(
@@ -77,21 +90,46 @@ def apply_cmd(
     min_speedup: float = typer.Option(
         1.0, "--min-speedup", min=0.0, help="leave out kernels whose verdict speedup is below this (CPU: use 0)"
     ),
+    accept_slower: Slower = typer.Option(
+        Slower.none,
+        "--accept-slower",
+        help="pass a patched forward slower than the original, named: eager (in eager time only: the patch's "
+        "dispatch, which a CUDA-graph replay does not pay) or all",
+    ),
 ) -> None:
     """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
-    forward's time before and after (docs/capture.md). Exit 1 when the check fails."""
+    forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
+    unless --accept-slower accepts it."""
     from kernelsmith.capture.apply import apply_runs
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
     try:
         done = apply_runs(
-            run_dirs, capture_dir, out, device.value if device else None, check, reps, atol, rtol, min_speedup
+            run_dirs,
+            capture_dir,
+            out,
+            device.value if device else None,
+            check,
+            reps,
+            atol,
+            rtol,
+            min_speedup,
+            accept_slower.value,
         )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
         return
+    console.print(_kernels_table(done))
+    if done.e2e is None:
+        console.print("end-to-end check skipped (--no-check)")
+        raise typer.Exit(0)
+    _say_check(done)
+    raise typer.Exit(0 if done.ok else 1)
+
+
+def _kernels_table(done: Applied) -> Table:
     e2e = done.e2e
     table = Table(title=f"{shown(done.entry)}: patch in {shown(done.out_dir)}/ ({done.device})")
     for col in ("task", "share", "kernel speedup", "calls", "taken per forward", "status"):
@@ -106,25 +144,45 @@ def apply_cmd(
             status, taken = f"not substituted: {shown(e2e.skipped[c.name])}", "-"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
         table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status)
-    console.print(table)
-    if e2e is None:
-        console.print("end-to-end check skipped (--no-check)")
-        raise typer.Exit(0)
+    return table
+
+
+def _say_check(done: Applied) -> None:
+    """The end-to-end check's lines: outputs, times, and the verdict last."""
+    e2e = done.e2e
+    assert e2e is not None
     if not e2e.trials:  # the patched forward raised: the message says how
         console.print(f"[red]{shown(e2e.mismatch)}[/]")
     elif e2e.outputs_match:
         console.print(f"outputs match the model's on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
     else:
         console.print(f"[red]outputs differ from the model's[/]: {shown(e2e.mismatch)}")
+    p = done.prediction
     for t in e2e.timings:
         b, a = t.before_ms, t.after_ms
         note = " [dim](within noise)[/]" if t.within_noise else ""
-        note += " [dim](relative only: CPU)[/]" if t.measure == "CPU time" else ""
+        note += " [dim](relative only: CPU)[/]" if t.measure.startswith("CPU") else ""
+        if p is not None and p.measure == t.measure:  # the prediction beside the measurement
+            note += f"; predicted {p.speedup:.3g}x ({p.low:.3g}-{p.high:.3g})"
+            note += f" from the verdicts over {p.covered:.1%} of the forward"
+            note += "" if p.agrees else " [yellow](they disagree beyond the spreads)[/]"
         console.print(
             f"{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
             f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
         )
+    if done.capture_times:  # the same quantities capture measured, on the original forward
+        said = [
+            f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
+            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
+            for c in done.capture_times
+        ]
+        console.print(f"capture's original forward against the original here: {'; '.join(said)}")
     if e2e.forged:
         console.print(f"[red]not trusted[/]: {shown(e2e.forged)}")
-    console.print("-> check passed" if done.ok else f"-> [red]check failed[/]: {shown(done.failure or '')}")
-    raise typer.Exit(0 if done.ok else 1)
+    if not done.ok:
+        console.print(f"-> [red]check failed[/]: {shown(done.failure or '')}")
+    elif done.slower:  # a slower forward is never passed without saying so
+        said = "; ".join(f"{s.line} ({s.accepted})" for s in done.slower)
+        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {shown(said)}")
+    else:
+        console.print("-> check passed")
