@@ -7,10 +7,13 @@ mismatches sit (rows/columns), which is usually enough to spot a masking or inde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from kernelsmith.evaluate import elementwise
 
 # (atol, rtol) by output dtype; an element passes when |got - ref| <= atol + rtol * |ref|.
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -47,39 +50,8 @@ def _fmt_index(flat: int, shape: torch.Size) -> str:
     return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
 
 
-def _where_hint(bad: torch.Tensor) -> str:
-    """Which rows / last-dim columns hold mismatches, for a bad-element mask of >= 2 dims."""
-    if bad.dim() < 2:
-        pos = bad.nonzero().flatten()
-        return f"; mismatching positions {int(pos.min())}..{int(pos.max())} of {bad.numel()}"
-    rows = bad.reshape(bad.shape[0], -1).any(dim=1)
-    cols = bad.reshape(-1, bad.shape[-1]).any(dim=0)
-    nrows, ncols = int(rows.sum()), int(cols.sum())
-    row_ids = rows.nonzero().flatten()
-    col_ids = cols.nonzero().flatten()
-    return (
-        f"; mismatches in {nrows} of {bad.shape[0]} slices along dim 0 "
-        f"(indices {int(row_ids.min())}..{int(row_ids.max())})"
-        f" and {ncols} of {bad.shape[-1]} positions along the last dim "
-        f"(indices {int(col_ids.min())}..{int(col_ids.max())})"
-    )
-
-
 def _elements(n: int) -> str:
     return f"{n} element is" if n == 1 else f"{n} elements are"
-
-
-def _nonfinite_counts(r: torch.Tensor, g: torch.Tensor, bad: torch.Tensor) -> list[str]:
-    """How many mismatches are a NaN or an inf on one side only: a NaN in the output is a bug of
-    its own kind (a read past the end, a 0/0), whatever the other elements do."""
-    ref_finite = torch.isfinite(r)
-    counts = [
-        (int((torch.isnan(g) & ref_finite).sum()), "NaN where the reference is finite"),
-        (int((torch.isinf(g) & ref_finite).sum()), "inf where the reference is finite"),
-        (int((torch.isnan(r) & bad).sum()), "not NaN where the reference is NaN"),
-        (int((torch.isinf(r) & bad).sum()), "not the same inf where the reference is inf"),
-    ]
-    return [f"{_elements(n)} {what}" for n, what in counts if n]
 
 
 def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, label: str) -> Comparison:
@@ -91,56 +63,30 @@ def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: floa
         return Comparison(True, 0.0, 0.0)
     if ref.is_complex():
         ref, got = torch.view_as_real(ref), torch.view_as_real(got)
-    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
-    work = torch.float64 if ref.dtype == torch.float64 or exact else torch.float32
-    r = ref.to(work)
-    g = got.to(work)
-    diff = (g - r).abs()
-    if exact:  # integers and bools: equality on the original values (float64 rounds above 2**53)
-        bad = got != ref
-    else:
-        # Where the reference is inf or NaN, only the same value passes (an inf tolerance would
-        # let anything through).
-        tol = torch.where(torch.isfinite(r), atol + rtol * r.abs(), 0.0)
-        same = (r == g) | (torch.isnan(r) & torch.isnan(g))
-        bad = ~((diff <= tol) | same)
-    nbad = int(bad.sum())
-    # No boolean-mask indexing below: on multi-GB outputs it would materialise index tensors.
-    finite = torch.isfinite(diff)
-    zero = torch.zeros((), dtype=work, device=diff.device)
-    max_abs = float(torch.where(finite, diff, zero).max()) if bool(finite.any()) else float("inf")
-    r_abs = r.abs()
-    big = finite & (r_abs > max(atol, 1e-12))
-    max_rel = float(torch.where(big, diff / r_abs.clamp_min(1e-12), zero).max())
-    if nbad == 0:
-        return Comparison(
-            True, max_abs, max_rel, err_l2=[float(torch.linalg.vector_norm(torch.where(finite, diff, zero)))]
-        )
-
+    t = elementwise.tally(ref, got, atol, rtol)
+    max_abs = t.max_abs if t.any_finite else float("inf")
+    if t.nbad == 0:
+        return Comparison(True, max_abs, t.max_rel, err_l2=[math.sqrt(t.l2_sq)])
     # A NaN or inf that is out of tolerance is the largest error there is (nan before inf, as
     # torch.max takes it), not one left out of the maximum.
-    if bool((bad & torch.isnan(diff)).any()):
+    max_rel = t.max_rel
+    if t.bad_nan:
         max_abs = max_rel = float("nan")
-    elif bool((bad & torch.isinf(diff)).any()):
+    elif t.bad_inf:
         max_abs = max_rel = float("inf")
-    n = ref.numel()
-    excess = diff if exact else diff - tol
-    excess = torch.where(bad, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")), -1.0)
-    worst = int(excess.reshape(-1).argmax())
-    shape = ref.shape
-    exp_v, got_v = float(r.reshape(-1)[worst]), float(g.reshape(-1)[worst])
-    first = int(bad.reshape(-1).to(torch.uint8).argmax())  # the first True
+    n, shape = ref.numel(), ref.shape
     parts = [
-        f"{label}: {nbad} of {n} elements ({100.0 * nbad / n:.3g}%) out of tolerance (atol={atol:g}, rtol={rtol:g})",
+        f"{label}: {t.nbad} of {n} elements ({100.0 * t.nbad / n:.3g}%) out of tolerance "
+        f"(atol={atol:g}, rtol={rtol:g})",
         f"max abs err {max_abs:.4g}, max rel err {max_rel:.4g}",
-        f"worst at {_fmt_index(worst, shape)}: expected {exp_v:.6g}, got {got_v:.6g}",
-        f"first mismatch at {_fmt_index(first, shape)}",
+        f"worst at {_fmt_index(t.worst, shape)}: expected {t.expected:.6g}, got {t.got:.6g}",
+        f"first mismatch at {_fmt_index(t.first, shape)}",
     ]
-    parts += _nonfinite_counts(r, g, bad)
-    if bool((g == 0).all()):
+    parts += [f"{_elements(k)} {what}" for k, what in zip(t.nonfinite, elementwise.NONFINITE) if k]
+    if t.all_zero:
         parts.append("the output is all zeros")
-    message = "; ".join(parts) + _where_hint(bad.reshape(shape) if shape else bad.reshape(1))
-    return Comparison(False, max_abs, max_rel, message, mismatched=nbad / n)
+    message = "; ".join(parts) + elementwise.where_hint(t, shape, n)
+    return Comparison(False, max_abs, max_rel, message, mismatched=t.nbad / n)
 
 
 def _second_look(c: Comparison, r: torch.Tensor, g: torch.Tensor, i: int, precise: Callable) -> Comparison:
@@ -155,13 +101,7 @@ def _second_look(c: Comparison, r: torch.Tensor, g: torch.Tensor, i: int, precis
             c.max_abs_err,
             c.max_rel_err,
             text,
-            err_l2=[
-                float(
-                    torch.linalg.vector_norm(
-                        torch.nan_to_num((g.to(torch.float64) - r.to(torch.float64)), nan=0.0, posinf=0.0, neginf=0.0)
-                    )
-                )
-            ],
+            err_l2=[elementwise.l2_norms(r, g, torch.float64)[0]],  # all finite: the rule checked
         )
     return Comparison(False, c.max_abs_err, c.max_rel_err, f"{c.message}; {text}", mismatched=c.mismatched)
 
@@ -241,10 +181,13 @@ def l2_tolerance(rtol: float) -> float:
 
 
 def relative_l2(ref: torch.Tensor, got: torch.Tensor) -> float:
-    r = ref.to(torch.float64) if ref.dtype == torch.float64 else ref.to(torch.float32)
-    g = got.to(r.dtype)
-    denom = float(torch.linalg.vector_norm(r))
-    return float(torch.linalg.vector_norm(g - r)) / denom if denom > 0 else float(torch.linalg.vector_norm(g))
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    err, denom = elementwise.l2_norms(ref, got, work)
+    return err / denom if denom > 0 else err
+
+
+def _mean_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def is_degenerate(ref_leaves: list, atol: float | None, rtol: float | None) -> bool:
@@ -255,9 +198,9 @@ def is_degenerate(ref_leaves: list, atol: float | None, rtol: float | None) -> b
         return False
     for fill in ("zeros", "mean"):
         fakes = []
-        for r in tensors:
-            value = 0.0 if fill == "zeros" else float(r.float().mean())
-            fakes.append(torch.full_like(r, value))
+        for r in tensors:  # a constant broadcast to the output's shape: no memory of that size
+            value = 0.0 if fill == "zeros" else float(r.mean(dtype=_mean_dtype(r.dtype)))
+            fakes.append(torch.full((), value, dtype=r.dtype, device=r.device).expand(r.shape))
         if all(compare_tensor(r, f, *tolerances(r.dtype, atol, rtol), "output").ok for r, f in zip(tensors, fakes)):
             return True
     return False
@@ -270,24 +213,16 @@ def is_degenerate(ref_leaves: list, atol: float | None, rtol: float | None) -> b
 PRECISION_MULTIPLE = 4.0
 
 
-def _errors(x: torch.Tensor, precise: torch.Tensor) -> tuple[float, float]:
-    """(max abs, L2) of x - precise in float64; inf when x is not finite where precise is."""
-    d = x.to(torch.float64) - precise
-    if not bool(torch.isfinite(d).all()):
-        return float("inf"), float("inf")
-    return float(d.abs().max()), float(torch.linalg.vector_norm(d))
-
-
 def within_reference_error(ref: torch.Tensor, got: torch.Tensor, precise: torch.Tensor) -> tuple[bool, str]:
     """Whether `got` is as close to `precise` (a float64 run of the reference) as the eager `ref` is,
     within PRECISION_MULTIPLE; and the sentence that says by how much."""
-    p = precise.to(torch.float64)
+    p = precise
     if p.shape != ref.shape or not bool(torch.isfinite(p).all()):
         return False, "the float64 run of the reference is not comparable (shape or non-finite values)"
     if ref.is_complex():
         ref, got, p = torch.view_as_real(ref), torch.view_as_real(got), torch.view_as_real(p)
-    ref_max, ref_l2 = _errors(ref, p)
-    got_max, got_l2 = _errors(got, p)
+    ref_max, ref_l2 = elementwise.errors_against(ref, p)
+    got_max, got_l2 = elementwise.errors_against(got, p)
     k = PRECISION_MULTIPLE
     ok = got_max <= k * ref_max and got_l2 <= k * ref_l2 and ref_max > 0
     text = (
