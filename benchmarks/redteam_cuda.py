@@ -137,6 +137,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--group", nargs="+", default=["redteam", "kernelbench"], choices=sorted(GROUPS))
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--only", help="the cases whose name contains this text")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KERNELSMITH_CACHE_DIR", tempfile.mkdtemp(prefix="ks-gate-"))
@@ -148,8 +149,17 @@ def main() -> None:
     with EvalPool(device="cuda", workers=1, options=opts) as pool:
         for group in args.group:
             for c in GROUPS[group]():
+                if args.only and args.only not in c.name:
+                    continue
                 t0 = time.monotonic()
-                r = pool.evaluate(Task.from_file(c.task), c.candidate.read_text(), opts)
+                try:
+                    r = pool.evaluate(Task.from_file(c.task), c.candidate.read_text(), opts)
+                except Exception as exc:  # no verdict at all: a failed case, and the gate goes on
+                    failed += 1
+                    rows.append({"group": group, "name": c.name, "ok": False, "problems": [f"no verdict: {exc}"[:600]]})
+                    (args.out / "redteam_cuda.json").write_text(json.dumps(rows, indent=2))
+                    print(f"FAIL {c.name[:44]:44s} no verdict: {str(exc).strip().splitlines()[-1][:160]}", flush=True)
+                    continue
                 bad = judge_case(c, r)
                 passed, failed = passed + (not bad), failed + bool(bad)
                 rows.append(
@@ -193,7 +203,8 @@ def main() -> None:
     if rows:  # where a verdict's seconds go, median over the cases
         import statistics
 
-        stages = {k: statistics.median(r["stages"][k] for r in rows) for k in rows[0]["stages"]}
+        timed = [r for r in rows if "stages" in r]
+        stages = {k: statistics.median(r["stages"][k] for r in timed) for k in (timed[0]["stages"] if timed else {})}
         print("median stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     print(f"gate: {passed} passed, {failed} failed")
 

@@ -8,7 +8,10 @@ evaluation_timing.py (both in kernelsmith.evaluate.judging).
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
+
+import torch
 
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate.build.cache import BuildCache
@@ -128,6 +131,10 @@ class Evaluation(CorrectnessStages, TimingStages):
             return self.verdict(Status(failure.status), failure.message)
         except (ProtocolError, KeyError, TypeError, ValueError) as exc:
             return self.verdict(Status.runtime_error, f"bad message from the candidate process: {exc}")
+        except torch.OutOfMemoryError as exc:
+            # The judge's own copies and checks did not fit beside the sandbox: the task's sizes on this
+            # GPU, not a verdict on the candidate (infra_error: never cached, never counted as its fault).
+            return self.verdict(Status.runtime_error, _out_of_memory(exc), infra_error=True)
         finally:
             sb.close()
             kill_strays({s.proc.pid for s in j.spares})
@@ -198,8 +205,11 @@ class Evaluation(CorrectnessStages, TimingStages):
     def _run(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> EvalResult:
         """The stages in order; each raises _Verdict (or SandboxFailure) to end the evaluation."""
         self._load(sb, task_source, candidate_source)
+        self.j.memory_note("load")
         cached = self._baselines()
+        self.j.memory_note("baselines")
         self._correctness(sb)
+        self.j.memory_note("correctness")
         t_corr = time.monotonic()
         if self.j.device == "cuda":  # a spare's start beside the timed calls disturbs the GPU and host
             self.j.settle()  # (the CPU's times are relative only; the baselines settle on both)
@@ -276,3 +286,19 @@ def _failure(msg: dict) -> tuple[Status, str]:
     kind = msg.get("kind")
     status = Status(kind) if kind in ("compile_error", "runtime_error") else Status.runtime_error
     return status, str(msg.get("error", ""))[:4000]
+
+
+def _out_of_memory(exc: BaseException) -> str:
+    """The judge's out-of-memory in one line: what it asked for, where in the judge, the GPU's memory."""
+    what = ". ".join(str(exc).split(". ")[:2])
+    ours = [f for f in traceback.extract_tb(exc.__traceback__) if "kernelsmith" in f.filename]
+    where = f" in {Path(ours[-1].filename).name}:{ours[-1].name}" if ours else ""
+    try:
+        free, total = torch.cuda.mem_get_info()
+        gpu = f"; {free / 2**30:.1f} of {total / 2**30:.1f} GiB free now"
+    except RuntimeError:
+        gpu = ""
+    return (
+        f"the judge ran out of GPU memory checking this candidate{where} ({what}{gpu}): the task's sizes "
+        "do not fit this GPU beside the judge's copies of its inputs and outputs"
+    )

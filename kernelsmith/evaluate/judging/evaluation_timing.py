@@ -92,6 +92,8 @@ class TimingStages:
         j, opts = self.j, self.opts
         seed = _seed()
         graph = j.device == "cuda" and self.baseline.get("reference_fallback") is None
+        j.release_cached_memory()
+        j.memory_note("timing")
         sb.send({"op": "time", "seed": seed, "options": opts.model_dump(), "graph": graph})
         msg = self._wait(sb, "timing")
         dev, eager = TimingStats(**msg["stats"]), TimingStats(**msg["eager"])
@@ -134,6 +136,8 @@ class TimingStages:
         checksum-verified calls, so the fastest is still an upper bound."""
         j = self.j
         regime = "graph" if cand.method == "cuda_graph" else "eager"
+        j.release_cached_memory()
+        j.memory_note("judge-timed calls")
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
         unarmed = None
         if regime == "graph":

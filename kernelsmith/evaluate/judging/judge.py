@@ -9,10 +9,12 @@ Started by kernelsmith.evaluate.judging.worker.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import secrets
 import shutil
+import sys
 import time
 import types
 from collections.abc import Callable
@@ -122,13 +124,43 @@ class Judge:
         for sb in self.spares:
             sb.warm()
 
+    def release_cached_memory(self) -> None:
+        """Give the device memory this judge freed back to the GPU before the sandbox times its
+        calls: PyTorch's allocator keeps freed blocks, and on a multi-GB task the judge's cached
+        correctness and baseline blocks left the candidate's timing out of memory (36_RMSNorm_, H100)."""
+        if self.device == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def memory_note(self, where: str) -> None:
+        """KERNELSMITH_MEMORY_LOG=1: a line in the judge's log at each stage of an evaluation: this
+        process's allocated and reserved device memory and the GPU's free memory (where a multi-GB
+        task's out-of-memory comes from is read there)."""
+        if self.device != "cuda" or not os.environ.get("KERNELSMITH_MEMORY_LOG"):
+            return
+        free, total = torch.cuda.mem_get_info()
+        gib = 2**30
+        print(
+            f"memory at {where}: judge allocated {torch.cuda.memory_allocated() / gib:.2f} GiB, reserved "
+            f"{torch.cuda.memory_reserved() / gib:.2f} GiB; GPU free {free / gib:.2f} of {total / gib:.2f} GiB",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def run_reference(self, task, model, seed: int) -> tuple[list, object]:
         """Inputs for `seed` and the reference's output on them; the task's own failure is no verdict."""
-        try:
-            inputs = make_inputs(task, seed, self.device)
-            return inputs, self.forward(model, inputs)
-        except Exception as exc:
-            raise TaskLoadError(f"the task's reference failed: {type(exc).__name__}: {exc}") from None
+        for attempt in (1, 2):
+            try:
+                inputs = make_inputs(task, seed, self.device)
+                return inputs, self.forward(model, inputs)
+            except torch.OutOfMemoryError:  # memory freed but still cached here: give it back, once
+                if attempt == 2 or self.device != "cuda":
+                    raise
+                inputs = None
+                self.release_cached_memory()
+            except Exception as exc:
+                raise TaskLoadError(f"the task's reference failed: {type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")
 
     def precise_reference(self, model, task, seed: int) -> list | None:
         """The reference's outputs on the inputs of `seed`, computed in float64 (`model` is a float64

@@ -252,6 +252,9 @@ class Sandbox:
             m = timing.measure(work, opts, seed, graph=graph, keep=self.snapshot)
             structure, leaves = m.last_output  # type: ignore[misc]  # snapshot's (structure, copies)
             profile = None if m.activity is not None else self.profile_calls(work.make(seed))
+            del work
+            if self.device == "cuda":  # the graph's pool and the input sets, back to the device: the
+                torch.cuda.empty_cache()  # judge runs the reference next, beside this process
         except BaseException as exc:
             self.fail("timing", exc)
             return False
