@@ -82,3 +82,18 @@ def test_errors_against_a_float64_run_by_piece(monkeypatch):
     assert elementwise.errors_against(x, p) == pytest.approx(whole)
     x[4, 4] = float("nan")
     assert elementwise.errors_against(x, p) == (float("inf"), float("inf"))
+
+
+def test_the_judges_out_of_memory_says_what_and_where():
+    from kernelsmith.evaluate.judging import evaluation
+
+    def compare():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity")
+
+    try:
+        compare()
+    except torch.OutOfMemoryError as exc:
+        text = evaluation._out_of_memory(exc)
+    assert text.startswith("the judge ran out of GPU memory checking this candidate")
+    assert "CUDA out of memory. Tried to allocate 6.00 GiB" in text and "GPU 0 has" not in text
+    assert "do not fit this GPU" in text
