@@ -248,6 +248,8 @@ class Sandbox:
         call when it cannot be captured; eager call time), every timed call on inputs refilled from a
         fresh seed the harness derives from `seed`; the last timed call's output goes to the judge."""
         try:
+            if self.device == "cuda":  # the trials' outputs and inputs the judge has let go (CUDA IPC)
+                torch.cuda.ipc_collect()
             work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
             m = timing.measure(work, opts, seed, graph=graph, keep=self.snapshot)
             structure, leaves = m.last_output  # type: ignore[misc]  # snapshot's (structure, copies)
