@@ -24,10 +24,14 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from . import graph_pass
+from .kernel_op import KernelOp, digest, op_ready
+from .module_swap import Swap, whole
 from .pattern import Pattern, PatternError, trace, written_slots
 from .substitute import Counts, Kernel, Substitution
 
@@ -73,7 +77,9 @@ def build(root: Path, entry: dict, device: torch.device) -> Kernel:
         raise Unsubstitutable(str(exc)) from None
     except Exception as exc:  # the task's own replay failed here (another device, another torch)
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
-    return Kernel(pattern, kernel, _kernel_attrs(entry["name"], pattern, kernel))
+    texts = [(root / entry[k]).read_text(encoding="utf-8") for k in ("task", "kernel")]
+    attrs = _kernel_attrs(entry["name"], pattern, kernel)
+    return Kernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
 
 
 def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
@@ -104,14 +110,22 @@ def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[
 
 
 class Patch:
-    """An installed patch. `active = False` lets the model run as it was (the hooks stay, idle);
-    `remove()` takes the hooks away."""
+    """An installed patch. `active = False` lets the model run as it was (the hooks and swapped forwards
+    stay, idle; torch.compile compiles the model apart for each state); `remove()` undoes it all."""
 
     def __init__(self, model: torch.nn.Module, mode: Substitution):
         self.model, self.mode, self.handles = model, mode, []
         self.active = True
         self.merged: dict[str, str] = {}  # a kernel whose regions another kernel takes -> that kernel
         self.skipped: dict[str, str] = {}  # a kernel whose region cannot be taken in place -> why
+        self.ops: dict[str, KernelOp] = {}  # a kernel that is an operator (module swaps, compiled graphs)
+        self.swaps: list[Swap] = []  # modules whose forward calls a kernel's operator
+        self.eager_only: dict[str, str] = {}  # a kernel that no compiled graph can take -> why
+        self.hooked: list[tuple[str, str]] = []  # (kernel, module path) served by the dispatch mode
+        self.unguard: Callable[[], None] | None = None  # puts back the model's forward that _guard wrapped
+        self.compiles: set = set()  # torch.compile's compiles that traced the model (graph_pass.compile_id)
+        # Made here, not while traced: Dynamo runs a comptime function made before tracing as it is.
+        self._note = lambda _ctx: self.compiles.add(graph_pass.compile_id())
 
     @property
     def counts(self) -> dict[str, Counts]:
@@ -120,10 +134,42 @@ class Patch:
     def reset_counts(self) -> None:
         self.mode.counts = {name: Counts() for name in self.mode.kernels}
 
+    def traced(self) -> None:
+        """Called while torch.compile traces the patched model: the compile is noted, at trace time
+        (comptime: no graph break), for the graph pass (graph_pass.py), and `active` is read, so that
+        the compiled code guards on it."""
+        from torch._dynamo.comptime import comptime
+
+        comptime(self._note)
+        if self.active:
+            return
+
+    def served(self, name: str) -> str:
+        """How a kernel serves the model, in words."""
+        swapped = list(dict.fromkeys(s.path for s in self.swaps if s.kop.name == name))
+        hooked = list(dict.fromkeys(path for n, path in self.hooked if n == name))
+        ways = []
+        if swapped:
+            ways.append(f"its modules' forward calls it ({', '.join(swapped)})")
+        if hooked:
+            ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
+        ways.append(self.eager_only.get(name) or "torch.compile's graphs call it")
+        return "; ".join(ways)
+
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+        for swap in reversed(self.swaps):
+            swap.restore()
+        self.swaps = []
+        if self.unguard is not None:
+            self.unguard()
+            self.unguard = None
+        if self.ops:
+            graph_pass.deactivate(list(self.ops.values()))
+        for kop in self.ops.values():
+            kop.uninstall()
 
 
 def _scope(model: torch.nn.Module, path: str) -> torch.nn.Module:
@@ -198,18 +244,78 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     mode = Substitution({name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, mode)
     patch.merged, patch.skipped = merged, skipped
+    for name, kernel in mode.kernels.items():
+        why = op_ready(kernel.pattern, kernel.written)
+        if why is None:
+            patch.ops[name] = kop = KernelOp(name, kernel, mode)
+            kop.live = lambda: patch.active
+            kop.compiles = patch.compiles
+        else:
+            patch.eager_only[name] = why
+    if patch.ops:
+        graph_pass.activate(list(patch.ops.values()))
+        patch.unguard = _guard(model, patch)
+    hook = _hooks(patch, mode)
+    for entry in [e for e in spec["kernels"] if e["name"] in built]:
+        name = merged.get(entry["name"]) or entry["name"]
+        for path in entry["scopes"]:
+            module = _scope(model, path)
+            kop = patch.ops.get(name)
+            took = whole(kop, module) if kop is not None and not any(s.module is module for s in patch.swaps) else None
+            if kop is not None and took is not None:
+                patch.swaps.append(Swap(module, kop, *took, live=lambda: patch.active, path=path))
+                continue
+            pre, post = hook(name)
+            patch.hooked.append((name, path))
+            patch.handles.append(module.register_forward_pre_hook(pre))
+            patch.handles.append(module.register_forward_hook(post, always_call=True))
+    return patch
+
+
+def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
+    """The model's forward, while torch.compile traces it, notes the compile (the graph pass replaces
+    regions in that compile's graphs only, not in another model's) and reads `patch.active`, so that
+    torch.compile guards on it and compiles the model apart with the patch active and inactive. A hook
+    would not do: the top module's hooks run outside its compiled forward. Returns what puts the forward
+    back."""
+    had, before, original = "forward" in model.__dict__, model.__dict__.get("forward"), model.forward
+
+    def forward(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            patch.traced()
+        if patch.active:
+            return original(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    model.forward = forward
+
+    def unguard() -> None:
+        if had:
+            model.__dict__["forward"] = before
+        else:
+            del model.forward
+
+    return unguard
+
+
+def _hooks(patch: Patch, mode: Substitution):
+    """The forward hooks that enter the dispatch mode around a region's module calls (eager only: under
+    torch.compile the swapped forwards and the graph pass serve)."""
     depth = [0]
     entered = [False]
 
     def hooks(name: str):
         def pre(_module, _args):
+            if torch.compiler.is_compiling():
+                patch.traced()  # the graph pass serves this compile's regions; the dispatch mode stays off
+                return None
             if not patch.active and not depth[0]:
                 return
             mode.enabled[name] += 1
             depth[0] += 1
             if depth[0] == 1:
                 mode.__enter__()
-                entered[0] = True
+                entered[0] = mode.entered = True
 
         def post(_module, _args, _out):
             if not entered[0]:
@@ -221,14 +327,8 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
             if depth[0] == 0:
                 mode.drop_all()
                 mode.__exit__(None, None, None)
-                entered[0] = False
+                entered[0] = mode.entered = False
 
         return pre, post
 
-    for entry in [e for e in spec["kernels"] if e["name"] in built]:
-        for path in entry["scopes"]:
-            module = _scope(model, path)
-            pre, post = hooks(merged.get(entry["name"]) or entry["name"])
-            patch.handles.append(module.register_forward_pre_hook(pre))
-            patch.handles.append(module.register_forward_hook(post, always_call=True))
-    return patch
+    return hooks
