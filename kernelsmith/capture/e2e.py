@@ -44,6 +44,7 @@ class E2E:
     mode: str = "eager"  # how the model ran: eager, compile (torch.compile), graphs (and CUDA graphs)
     graph_breaks: list[int] = field(default_factory=list)  # compiled modes: [the model's, the patched model's]
     break_reasons: list[str] = field(default_factory=list)  # the patched model's graph breaks
+    served: dict[str, str] = field(default_factory=dict)  # kernel -> how it serves the model (Patch.served)
 
 
 def _redraw(inputs, seed: int):
@@ -167,6 +168,7 @@ def check(
         skipped = dict(patch.skipped) | (dict(patch.eager_only) if mode != "eager" else {})
         result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), skipped, mode=mode)
         result.graph_breaks, result.break_reasons = breaks
+        result.served = {name: patch.served(name) for name in patch.mode.kernels}
         if mismatch is None:
             result.timings, result.kernel_ms = time_forwards(run, make, patch, device, reps, mode)
     if timers is not None and current_timers() != timers:

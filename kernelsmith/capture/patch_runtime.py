@@ -4,13 +4,22 @@
     patch = my_patch.apply(model)   # the model's forward now runs the kernels; patch.remove() undoes it
 
 `patch.json` lists each kernel: its task file (the region's aten ops, which give the pattern), its
-candidate file (`ModelNew`), and the module paths whose calls hold the region. While one of those
-module calls runs, the patch's dispatch mode substitutes the region (substitute.py); outside them the
-model runs untouched. `patch.counts` says how often each kernel took its region.
+candidate file (`ModelNew`), and the module paths whose calls hold the region. Each kernel whose region
+makes new values is a PyTorch operator (kernel_op.py), served the cheapest way that fits:
+- a region that is the whole of a module's forward: that module's forward calls the operator
+  (module_swap.py), eager and compiled alike;
+- under torch.compile, a region inside a module's forward: Inductor's graph of the patched model gets
+  the operator in the region's place (graph_pass.py);
+- in eager mode, a region inside a module's forward, and any region that writes the model's tensors in
+  place: while one of those module calls runs, the patch's dispatch mode substitutes the region
+  (substitute.py), at a cost in Python per op of the module.
+Outside them the model runs untouched. `patch.counts` says how often each kernel took its region;
+`patch.served(name)` says how it serves.
 
 The kernels have no backward: where autograd records a region (grad enabled and something the region
 reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
-gradients are the model's. Serve under `torch.no_grad()` or `torch.inference_mode()`.
+gradients are the model's; a graph torch.compile makes for autograd keeps the model's ops. Serve under
+`torch.no_grad()` or `torch.inference_mode()`.
 
 On the CPU, Triton kernels run only in Triton's interpreter: installing sets TRITON_INTERPRET=1 when
 triton is not imported yet (as `kernelsmith apply` does) or torch sees no GPU, and otherwise says that
@@ -146,8 +155,8 @@ class Patch:
 
     def served(self, name: str) -> str:
         """How a kernel serves the model, in words."""
-        swapped = list(dict.fromkeys(s.path for s in self.swaps if s.kop.name == name))
-        hooked = list(dict.fromkeys(path for n, path in self.hooked if n == name))
+        swapped = list(dict.fromkeys(s.path or "the model" for s in self.swaps if s.kop.name == name))
+        hooked = list(dict.fromkeys(path or "the model" for n, path in self.hooked if n == name))
         ways = []
         if swapped:
             ways.append(f"its modules' forward calls it ({', '.join(swapped)})")

@@ -164,7 +164,11 @@ def _kernels_table(done: Applied) -> Table:
 
 
 def _say_check(done: Applied) -> None:
-    """The end-to-end check's lines: each mode's outputs and times, and the verdict last."""
+    """The end-to-end check's lines: how each kernel serves, each mode's outputs and times, and the
+    verdict last."""
+    served = done.checks[0].served if done.checks else {}
+    for name, how in served.items():
+        console.print(f"{shown(name)} serves: {shown(how)}")
     for e2e in done.checks:
         _say_mode(done, e2e, len(done.checks) > 1 or e2e.mode != "eager")
     if done.capture_times:  # the same quantities capture measured, on the original forward
