@@ -148,9 +148,26 @@ def test_a_kernel_is_an_operator_torch_library_accepts(norm_patch):
     kop = install(model, patch_dir).ops[name]
     h = torch.randn(4, 48)
     assert torch.ops.kernelsmith_patch is not None and kop.op_name.startswith(name + "_")
-    torch.library.opcheck(kop.op, ([h], [model.norm.weight.detach()]), test_utils=("test_schema", "test_faketensor"))
-    out = kop.op([h], [model.norm.weight.detach()])
+    args = ([h], [model.norm.weight.detach()], kop.instance)
+    torch.library.opcheck(kop.op, args, test_utils=("test_schema", "test_faketensor"))
+    out = kop.op(*args)
     assert len(out) == 1 and out[0].shape == (4, 48) and out[0].untyped_storage().data_ptr() != h.data_ptr()
+
+
+def test_two_models_patched_alike_each_run_their_own_install(norm_patch):
+    """The same kernel installed on two models is one operator: each compiled call names its install, so
+    each model's calls count in its own patch and run with its own parameters."""
+    entry, patch_dir, name = norm_patch
+    (one, x), two = (call_entry(entry, "cpu").model, call_entry(entry, "cpu").args[0]), call_entry(entry, "cpu").model
+    with torch.no_grad():
+        two.norm.weight.mul_(2.0)
+        want = two(x)
+    first, second = install(one, patch_dir), install(two, patch_dir)
+    with torch.no_grad():
+        torch.compile(one)(x)
+        got = torch.compile(two)(x)
+    assert (first.counts[name].fired, second.counts[name].fired) == (1, 1)
+    assert torch.allclose(got, want, atol=1e-5)
 
 
 def _compiled_block(block, tmp_path: Path):  # noqa: F811

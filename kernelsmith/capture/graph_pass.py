@@ -177,12 +177,12 @@ def replace(graph: torch.fx.Graph, kop: KernelOp, region: Region, m: dict, renam
     n = len(kop.sample)
     order = {node: i for i, node in enumerate(graph.nodes)}
     with graph.inserting_before(max(args, key=lambda a: order[a]).next):
-        call = graph.call_function(kop.op, (args[:n], args[n:]))
+        call = graph.call_function(kop.op, (args[:n], args[n:], kop.instance))
         values = [graph.call_function(operator.getitem, (call, i)) for i in range(len(region.bases))]
     fake = detect_fake_mode([a.meta["val"] for a in args])
     if fake is not None:
         with fake:
-            made = kop.op([a.meta["val"] for a in args[:n]], [a.meta["val"] for a in args[n:]])  # pyright: ignore
+            made = kop.op([a.meta["val"] for a in args[:n]], [a.meta["val"] for a in args[n:]], kop.instance)  # pyright: ignore
         call.meta["val"] = made
         for value, val in zip(values, made):
             value.meta["val"] = val

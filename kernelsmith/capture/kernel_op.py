@@ -2,7 +2,8 @@
 replays under CUDA graphs. Torch only: `kernelsmith apply` copies this file into the patch it writes.
 
 Each kernel whose region makes new values (it writes none of the model's tensors in place) becomes
-`torch.ops.kernelsmith_patch.<name>_<digest>(inputs, params) -> values`: `torch.library.custom_op` with a
+`torch.ops.kernelsmith_patch.<name>_<digest>(inputs, params, instance) -> values` (`instance`: which
+install's kernel runs, a constant of each call): `torch.library.custom_op` with a
 fake implementation (`register_fake`) that gives the region's values their recorded shapes, strides
 and dtypes, so that torch.compile traces it without running it, and Inductor calls it as an opaque
 kernel. Its implementation binds the kernel (`ModelNew`) to the parameters it is given (one bound copy
@@ -28,7 +29,7 @@ from .pattern import Pattern, meta, slot_meta
 from .substitute import Kernel, Substitution, bind, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
-_LIVE: dict[str, "KernelOp"] = {}  # op name -> the KernelOp its calls run (the one installed last)
+_INSTANCES: dict[int, "KernelOp"] = {}  # a call's `instance` -> the KernelOp it runs (the patch installed then)
 _DEFINED: dict[str, Any] = {}  # op name -> its OpOverload (an operator is defined once a process)
 
 
@@ -68,12 +69,15 @@ class KernelOp:
         self.compiles: set = set()  # the compiles that traced the patched model (its graphs take the region)
         self.graph: Any = None  # the region as Inductor's graphs hold it (graph_pass.Region), traced when first needed
         self._bound: dict[tuple, torch.nn.Module] = {}
-        _LIVE[self.op_name] = self
+        # Each install's own number, a constant of every call: a graph runs the KernelOp of the patch it was
+        # compiled with (its counts, its parameters' binding), whatever else installs the same kernel.
+        self.instance = len(_INSTANCES)
+        _INSTANCES[self.instance] = self
         self.op = _define(self.op_name)
 
     def call(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         if torch.compiler.is_compiling():
-            return self.op(inputs, params)  # pyright: ignore[reportCallIssue]
+            return self.op(inputs, params, self.instance)  # pyright: ignore[reportCallIssue]
         return self.run(inputs, params)
 
     def run(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -129,16 +133,16 @@ class KernelOp:
 
 
 def _define(op_name: str):
-    """torch.ops.kernelsmith_patch.<op_name>: defined once a process; its calls run the KernelOp of that
-    name installed last."""
+    """torch.ops.kernelsmith_patch.<op_name>(inputs, params, instance): defined once a process; a call
+    runs KernelOp number `instance`."""
     if op_name in _DEFINED:
         return _DEFINED[op_name]
 
-    def impl(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
-        return _LIVE[op_name].run(inputs, params)
+    def impl(inputs: list[torch.Tensor], params: list[torch.Tensor], instance: int) -> list[torch.Tensor]:
+        return _INSTANCES[instance].run(inputs, params)
 
-    def fake(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
-        return _LIVE[op_name].fake(inputs, params)
+    def fake(inputs: list[torch.Tensor], params: list[torch.Tensor], instance: int) -> list[torch.Tensor]:
+        return _INSTANCES[instance].fake(inputs, params)
 
     op = torch.library.custom_op(f"{NAMESPACE}::{op_name}", impl, mutates_args=())
     op.register_fake(fake)
