@@ -171,7 +171,8 @@ def slowdowns(e2e: E2E, parts: dict[str, Part], capture_measure: str | None, acc
             continue
         slow = Slowdown(t.measure, t.before_ms, t.after_ms, mode=e2e.mode)
         if t is profiled:
-            slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure)
+            # capture's shares are of the eager forward: a compiled forward's time is not split by them
+            slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure and e2e.mode == "eager")
         elif t.measure == "eager time" and profiled is not None:
             changed = profiled.after_ms.median - profiled.before_ms.median
             slow.rest_ms = t.after_ms.median - t.before_ms.median - changed
