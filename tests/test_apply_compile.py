@@ -5,6 +5,7 @@ check in each mode. CPU; what only a GPU shows (CUDA graphs, speed): benchmarks/
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import subprocess
 import sys
@@ -122,6 +123,9 @@ def test_a_whole_modules_region_swaps_its_forward_and_keeps_gradients(norm_patch
     patch = install(model, patch_dir)
     assert [s.path for s in patch.swaps] == ["norm"] and not patch.handles  # no dispatch mode at all
     assert "forward" in model.norm.__dict__ and patch.served(name).startswith("its modules' forward calls it (norm)")
+    for mine, theirs in ((model, twin), (model.norm, twin.norm)):  # what reads a forward's parameters sees the same
+        kinds = [[(p.name, p.kind) for p in inspect.signature(m.forward).parameters.values()] for m in (mine, theirs)]
+        assert kinds[0] == kinds[1]
     with torch.no_grad(), Count() as ran:
         got = model(x)
     assert torch.allclose(got, want, atol=1e-5) and patch.counts[name].fired == 1

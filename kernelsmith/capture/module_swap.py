@@ -15,6 +15,7 @@ the call (grad enabled and an input or parameter requires grad: a patch never ch
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -75,6 +76,70 @@ def whole(kop: KernelOp, module: torch.nn.Module) -> tuple[int, list[str]] | Non
     return kop.bases.index(made), [reverse[a] for a in kop.attrs]
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "<the original's default>"
+
+
+_UNSET = _Unset()
+
+
+def forwarding(original: Callable, body: Callable, by_name: bool) -> Callable:
+    """A function with `original`'s parameters (names and kinds; a default stands for the original's)
+    that calls `body` with the arguments it was given, as given: the positional-only ones and *args in
+    order, the others by name (`by_name`) or, up to the first one not given, in order. What reads a
+    forward's signature (Hugging Face's generate reads `model.forward`'s) sees the original's names, and
+    torch.compile, which binds a call by the function's own parameters, binds it right (`__signature__`
+    or functools.wraps on a (*args, **kwargs) function would make it bind the arguments to the wrong
+    names); a decorator of the original that reads its **kwargs sees what the caller passed."""
+    names: dict[str, object] = {"__ks_body": body, "__ks_unset": _UNSET, "__ks_pass": _pass}
+    params, leading, middle, keywords, extra, more = [], [], [], [], "()", "{}"
+    parameters = list(inspect.signature(original).parameters.values())
+    for i, p in enumerate(parameters):
+        default = "" if p.default is p.empty else "=__ks_unset"
+        if p.kind is p.VAR_POSITIONAL:
+            params.append(f"*{p.name}")
+            extra = p.name
+        elif p.kind is p.VAR_KEYWORD:
+            params.append(f"**{p.name}")
+            more = p.name
+        elif p.kind is p.KEYWORD_ONLY:
+            if not any(q.kind is q.VAR_POSITIONAL for q in parameters) and "*" not in params:
+                params.append("*")
+            params.append(p.name + default)
+            keywords.append(f"({p.name!r}, {p.name})")
+        else:
+            params.append(p.name + default)
+            (leading if p.kind is p.POSITIONAL_ONLY else middle).append(
+                p.name if p.kind is p.POSITIONAL_ONLY else f"({p.name!r}, {p.name})"
+            )
+            if p.kind is p.POSITIONAL_ONLY and (
+                i + 1 == len(parameters) or parameters[i + 1].kind is not p.POSITIONAL_ONLY
+            ):
+                params.append("/")
+    call = f"__ks_body, [{', '.join(leading)}], [{', '.join(middle)}], {extra}, [{', '.join(keywords)}], {more}"
+    source = f"def forward({', '.join(params)}):\n    return __ks_pass({call}, {by_name})\n"
+    exec(compile(source, f"<kernelsmith forward of {getattr(original, '__qualname__', 'a module')}>", "exec"), names)
+    return names["forward"]  # pyright: ignore[reportReturnType]
+
+
+def _pass(body: Callable, leading: list, middle: list, extra: tuple, keywords: list, more: dict, by_name: bool):
+    """`body` called with the arguments a forwarding function was given (forwarding's words)."""
+    args = [v for v in leading if v is not _UNSET]
+    kwargs = {}
+    given = [(k, v) for k, v in middle if v is not _UNSET]
+    if extra or not by_name:
+        ordered = len(given) == len(middle) or extra
+        prefix = middle if ordered else middle[: next(i for i, (_, v) in enumerate(middle) if v is _UNSET)]
+        args += [v for _, v in prefix]
+        kwargs.update({k: v for k, v in middle[len(prefix) :] if v is not _UNSET})
+    else:
+        kwargs.update(given)
+    kwargs.update({k: v for k, v in keywords if v is not _UNSET})
+    kwargs.update(more)
+    return body(*args, *extra, **kwargs)
+
+
 class Swap:
     """A module whose forward calls a kernel's operator."""
 
@@ -90,7 +155,7 @@ class Swap:
         n = len(metas)
         mode = kop.mode
 
-        def forward(*args, **kwargs):
+        def body(*args, **kwargs):
             if kwargs or len(args) != n or not live():
                 return original(*args, **kwargs)
             if not all(isinstance(x, torch.Tensor) and meta(x) == m for x, m in zip(args, metas)):
@@ -102,7 +167,7 @@ class Swap:
                 return original(*args)
             return kop.call(list(args), params)[index]
 
-        module.forward = forward
+        module.forward = forwarding(original, body, by_name=False)
 
     def restore(self) -> None:
         if self.had:

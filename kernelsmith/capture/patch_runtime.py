@@ -40,7 +40,7 @@ import torch
 
 from . import graph_pass
 from .kernel_op import KernelOp, digest, op_ready
-from .module_swap import Swap, whole
+from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
 from .substitute import Counts, Kernel, Substitution
 
@@ -289,14 +289,12 @@ def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
     back."""
     had, before, original = "forward" in model.__dict__, model.__dict__.get("forward"), model.forward
 
-    def forward(*args, **kwargs):
+    def body(*args, **kwargs):
         if torch.compiler.is_compiling():
             patch.traced()
-        if patch.active:
-            return original(*args, **kwargs)
         return original(*args, **kwargs)
 
-    model.forward = forward
+    model.forward = forwarding(original, body, by_name=True)  # the model's names (Hugging Face's generate reads them)
 
     def unguard() -> None:
         if had:
