@@ -216,7 +216,7 @@ def test_where_inductor_does_not_say_which_graphs_are_inference_the_graph_decide
     metadata (an output that requires grad) keeps a training graph as it is."""
     import torch._inductor.fx_passes.post_grad as post_grad
 
-    monkeypatch.setattr(post_grad, "CustomInferenceAwareGraphPass", type("Absent", (), {}))
+    monkeypatch.setattr(post_grad, "CustomInferenceAwareGraphPass", type("Absent", (), {}), raising=False)
     model, x, reference, patch, name = _compiled_block(block, tmp_path)
     compiled = torch.compile(model)
     with pytest.warns(UserWarning, match="differentiates"):

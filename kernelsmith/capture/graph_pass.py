@@ -262,7 +262,9 @@ class Replacer:
         if self.previous is not None and previous is None:
             return None  # a pass Inductor cannot name: no cache
         h = hashlib.sha256(Path(__file__).read_bytes() + Path(__file__).with_name("kernel_op.py").read_bytes())
-        for name in sorted(k.op_name for k in self.live()):
+        # The instances too: a graph from Inductor's cache calls each operator with the install it was
+        # compiled with, which in another process may be another patch's.
+        for name in sorted(f"{k.op_name}:{k.instance}" for k in self.live()):
             h.update(name.encode())
         h.update(repr(previous).encode())
         return h.hexdigest()
