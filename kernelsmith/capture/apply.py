@@ -31,7 +31,15 @@ from kernelsmith.evaluate.measuring.noise import speedup_noise
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
-RUNTIME = ("pattern.py", "match.py", "substitute.py", "patch_runtime.py")
+RUNTIME = (
+    "pattern.py",
+    "match.py",
+    "substitute.py",
+    "kernel_op.py",
+    "module_swap.py",
+    "graph_pass.py",
+    "patch_runtime.py",
+)
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
 
     import {package}
@@ -173,8 +181,9 @@ class Applied:
     entry: str
     device: str
     kernels: list[Chosen]
-    e2e: E2E | None  # None: --no-check
+    e2e: E2E | None  # the first mode's check (None: --no-check)
     accept_slower: str = "none"  # --accept-slower
+    checks: list[E2E] = field(default_factory=list)  # each mode's check, in --mode's order (e2e first)
     slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
     prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
     capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
@@ -187,10 +196,15 @@ class Applied:
 
     @property
     def failure(self) -> str | None:
-        """Why the check failed, in one line (None: it passed, or did not run)."""
-        if self.e2e is None:
-            return None
-        e = self.e2e
+        """Why the check failed, in one line (None: it passed, or did not run); a mode other than eager
+        names itself."""
+        for e in self.checks or ([self.e2e] if self.e2e is not None else []):
+            why = self._failure(e)
+            if why is not None:
+                return why if e.mode == "eager" else f"{e.mode}: {why}"
+        return None
+
+    def _failure(self, e: E2E) -> str | None:
         applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
         if not applied:
             why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
@@ -199,10 +213,15 @@ class Applied:
             return e.mismatch or "outputs differ from the model's"
         if e.forged:
             return e.forged
-        idle = [c.name for c in applied if not self.took(c)]
+        if len(e.graph_breaks) == 2 and e.graph_breaks[1] > e.graph_breaks[0]:
+            return (
+                f"the patch breaks torch.compile's graph: {e.graph_breaks[1]} graph breaks, the model alone "
+                f"{e.graph_breaks[0]} ({'; '.join(e.break_reasons)})"
+            )
+        idle = [c.name for c in applied if not self.took(c, e)]
         if idle:
             return f"{', '.join(idle)} never took its region (it did none of the model's work)"
-        failing = [s for s in self.slower if s.accepted is None]
+        failing = [s for s in self.slower if s.accepted is None and s.mode == e.mode]
         if failing:
             accept = "eager" if all(s.measure == "eager time" for s in failing) else "all"
             return (
@@ -211,11 +230,12 @@ class Applied:
             )
         return None
 
-    def took(self, c: Chosen) -> bool:
+    def took(self, c: Chosen, e: E2E | None = None) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
-        if self.e2e is None:
+        e = e or self.e2e
+        if e is None:
             return True
-        return self.e2e.fired.get(self.e2e.merged.get(c.name, c.name), 0) > 0
+        return e.fired.get(e.merged.get(c.name, c.name), 0) > 0
 
 
 def apply_runs(
@@ -229,12 +249,16 @@ def apply_runs(
     rtol: float | None = None,
     min_speedup: float = 1.0,
     accept_slower: str = "none",
+    modes: tuple[str, ...] = ("eager",),
 ) -> Applied:
-    """Write the patch for the runs' best kernels; unless told not to, check it on the captured model."""
+    """Write the patch for the runs' best kernels; unless told not to, check it on the captured model,
+    in each of `modes` (eager, compile, graphs) against the model run the same way."""
     manifest = read_capture(capture_dir)
     device = device or manifest.get("device", "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
+    if "graphs" in modes and device != "cuda":
+        raise UserError(f"--mode graphs replays CUDA graphs: it needs --device cuda (this check runs on the {device})")
     picks = choose(run_dirs, capture_dir, manifest, min_speedup)
     write_patch(out, capture_dir, manifest, picks)
     applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None, accept_slower)
@@ -248,13 +272,16 @@ def apply_runs(
         except PatchError as exc:
             raise UserError(f"the patch does not fit the model: {exc}") from None
         try:
-            applied.e2e = check(entry, patch, device, reps, atol, rtol, timers)
+            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode) for mode in modes]
         finally:
             patch.remove()
+        applied.e2e = applied.checks[0]
         parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
         measure = manifest.get("measure")
-        applied.slower = slowdowns(applied.e2e, parts, measure, accept_slower)
-        applied.prediction = predict(applied.e2e, parts, measure)
-        applied.capture_times = against_capture(applied.e2e, manifest, device)
+        applied.slower = [s for e in applied.checks for s in slowdowns(e, parts, measure, accept_slower)]
+        eager = next((e for e in applied.checks if e.mode == "eager"), None)  # capture measured the eager forward
+        if eager is not None:
+            applied.prediction = predict(eager, parts, measure)
+            applied.capture_times = against_capture(eager, manifest, device)
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

@@ -41,6 +41,10 @@ class E2E:
     timings: list[Timing] = field(default_factory=list)
     kernel_ms: dict[str, Spread] = field(default_factory=dict)  # kernel -> its regions' time per patched forward
     forged: str | None = None  # a timer replaced while the kernels ran
+    mode: str = "eager"  # how the model ran: eager, compile (torch.compile), graphs (and CUDA graphs)
+    graph_breaks: list[int] = field(default_factory=list)  # compiled modes: [the model's, the patched model's]
+    break_reasons: list[str] = field(default_factory=list)  # the patched model's graph breaks
+    served: dict[str, str] = field(default_factory=dict)  # kernel -> how it serves the model (Patch.served)
 
 
 def _redraw(inputs, seed: int):
@@ -59,8 +63,12 @@ def _leaves(output) -> list[torch.Tensor]:
     return [t for _, t in tensors_in(output)]
 
 
-def _compare(ref, got, atol: float | None, rtol: float | None) -> tuple[str | None, float]:
-    ref_l, got_l = _leaves(ref), _leaves(got)
+def _held(output) -> list[torch.Tensor]:
+    """The output's tensors, copied (a CUDA graph's next replay overwrites its outputs)."""
+    return [t.detach().clone() for t in _leaves(output)]
+
+
+def _compare(ref_l: list[torch.Tensor], got_l: list[torch.Tensor], atol, rtol) -> tuple[str | None, float]:
     if len(ref_l) != len(got_l):
         return f"the patched model returned {len(got_l)} tensors, the model {len(ref_l)}", float("inf")
     worst = 0.0
@@ -84,6 +92,37 @@ def current_timers() -> tuple:
     )
 
 
+def runner(model, mode: str):
+    """The forward as `mode` runs it: the model itself (eager), torch.compile of it (compile), or
+    torch.compile(mode="reduce-overhead"), whose forwards replay CUDA graphs (graphs)."""
+    if mode == "eager":
+        return model
+    compiled = torch.compile(model, mode="reduce-overhead" if mode == "graphs" else None)
+    if mode != "graphs":
+        return compiled
+
+    def replay(*args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()  # each call a new step: the last one's outputs were copied
+        return compiled(*args, **kwargs)
+
+    return replay
+
+
+def graph_breaks(model, patch: Patch, make) -> tuple[list[int], list[str]]:
+    """torch._dynamo.explain of the model and of the patched model: their graph breaks, and the patched
+    model's reasons."""
+    counts, reasons = [], []
+    for active in (False, True):
+        patch.active = active
+        args, kwargs = make()
+        with torch.no_grad():
+            explained = torch._dynamo.explain(model)(*args, **kwargs)
+        counts.append(explained.graph_break_count)
+        reasons = [one_line(str(getattr(r, "reason", r)), 200) for r in explained.break_reasons]
+    patch.active = True
+    return counts, reasons[:3]
+
+
 def check(
     entry: Entry,
     patch: Patch,
@@ -92,33 +131,46 @@ def check(
     atol: float | None = None,
     rtol: float | None = None,
     timers: tuple | None = None,
+    mode: str = "eager",
 ) -> E2E:
     """`patch` is installed on `entry.model`; `timers` are `current_timers()` from before the kernels
-    were loaded."""
+    were loaded. In the compiled modes the original is the model compiled without the patch (the patch
+    inactive: torch.compile compiles each state apart), and the regions taken are those of one forward
+    (under CUDA graphs the kernels' Python runs only when a graph is recorded)."""
     model, base = entry.model, (entry.args, entry.kwargs)
     make = lambda: copy.deepcopy(base)
     trials = [make()] + [_redraw(base, seed) for seed in range(1, TRIALS)]
+    breaks = graph_breaks(model, patch, make) if mode != "eager" else ([], [])
+    run = runner(model, mode)
     with torch.no_grad():
         patch.active = False
         args, kwargs = make()
-        model(*args, **kwargs)  # warm-up: lazy inits happen outside the comparison
-        refs = [model(*copy.deepcopy(a), **copy.deepcopy(k)) for a, k in trials]
+        run(*args, **kwargs)  # warm-up: lazy inits (and the original's compile) happen outside the comparison
+        refs = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in trials]
         patch.active = True
         patch.reset_counts()
         try:
-            gots = [model(*copy.deepcopy(a), **copy.deepcopy(k)) for a, k in trials]
+            if mode != "eager":
+                args, kwargs = make()
+                run(*args, **kwargs)  # the patched model's compile, and its one forward the counts read
+                once = {name: float(c.fired) for name, c in patch.counts.items()}
+            gots = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in trials]
         except Exception as exc:  # a kernel's own failure (a launch error, a wrong output): the check's verdict
             patch.active = False
-            return E2E(False, one_line(f"the patched model raised {type(exc).__name__}: {exc}", 300), float("inf"), 0)
-        fired = {name: c.fired / len(trials) for name, c in patch.counts.items()}
+            message = one_line(f"the patched model raised {type(exc).__name__}: {exc}", 300)
+            return E2E(False, message, float("inf"), 0, mode=mode)
+        fired = once if mode != "eager" else {name: c.fired / len(trials) for name, c in patch.counts.items()}
         mismatch, worst = None, 0.0
         for ref, got in zip(refs, gots):
             m, w = _compare(ref, got, atol, rtol)
             worst = max(worst, w)
             mismatch = mismatch or m
-        result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), dict(patch.skipped))
+        skipped = dict(patch.skipped) | (dict(patch.eager_only) if mode != "eager" else {})
+        result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), skipped, mode=mode)
+        result.graph_breaks, result.break_reasons = breaks
+        result.served = {name: patch.served(name) for name in patch.mode.kernels}
         if mismatch is None:
-            result.timings, result.kernel_ms = time_forwards(model, make, patch, device, reps)
+            result.timings, result.kernel_ms = time_forwards(run, make, patch, device, reps, mode)
     if timers is not None and current_timers() != timers:
         result.forged = "a timer (time.perf_counter, torch.cuda.synchronize/Event or torch.profiler) was replaced"
     return result

@@ -70,11 +70,16 @@ def profiled_ms(run: Callable[[], object], device: str, patch: Patch | None = No
     return times.total_us / 1e3, kernels
 
 
+# The wall time's name on CUDA, by how the forward runs (the eager time: what an eager caller pays).
+WALL = {"eager": "eager time", "compile": "compiled wall time", "graphs": "graph replay wall time"}
+
+
 def time_forwards(
-    model, make: Callable[[], tuple], patch: Patch, device: str, reps: int
+    model, make: Callable[[], tuple], patch: Patch, device: str, reps: int, mode: str = "eager"
 ) -> tuple[list[Timing], dict[str, Spread]]:
     """(before, after) per measure, the profiled time first, then the wall time (capture's: the eager time
-    on CUDA); and each kernel's profiled time per patched forward."""
+    on CUDA); and each kernel's profiled time per patched forward (none under CUDA graphs: a replay runs
+    no Python, so no range opens around a kernel). `model`: the forward as `mode` runs it."""
     profiled: dict[bool, list[float]] = {False: [], True: []}
     walls: dict[bool, list[float]] = {False: [], True: []}
     kernels: dict[str, list[float]] = {name: [] for name in patch.mode.kernels}
@@ -92,9 +97,9 @@ def time_forwards(
             for name in kernels if patched else ():
                 kernels[name].append(per_kernel.get(name, 0.0))
     patch.active = True
-    profiled_measure, wall_measure = (
-        ("device time", "eager time") if device == "cuda" else ("CPU time", "CPU wall time")
-    )
+    profiled_measure, wall_measure = ("device time", WALL[mode]) if device == "cuda" else ("CPU time", "CPU wall time")
+    if mode == "graphs":
+        kernels = {}
     timings = [
         Timing(profiled_measure, Spread.of(profiled[False]), Spread.of(profiled[True])),
         Timing(wall_measure, Spread.of(walls[False]), Spread.of(walls[True])),

@@ -88,11 +88,13 @@ class Slowdown:
     kernels: list[KernelCost] = field(default_factory=list)  # those that cost time, the most first
     rest_ms: float | None = None  # the change outside the kernels (eager time: host time)
     accepted: str | None = None  # why it is no failure (None: the check fails)
+    mode: str = "eager"  # how the forward ran (e2e.E2E.mode)
 
     @property
     def line(self) -> str:
         b, a = self.before_ms, self.after_ms
         said = f"{self.measure} {b.median:.4g} -> {a.median:.4g} ms per forward ({b.median / a.median:.3g}x)"
+        said = said if self.mode == "eager" else f"{self.mode}: {said}"
         if self.measure == "eager time":
             return said + (
                 f": {self.rest_ms:.3g} ms of it is host time outside the kernels (the patch's dispatch runs every op "
@@ -167,9 +169,10 @@ def slowdowns(e2e: E2E, parts: dict[str, Part], capture_measure: str | None, acc
     for t in e2e.timings:
         if t.after_ms.low <= t.before_ms.high:
             continue
-        slow = Slowdown(t.measure, t.before_ms, t.after_ms)
+        slow = Slowdown(t.measure, t.before_ms, t.after_ms, mode=e2e.mode)
         if t is profiled:
-            slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure)
+            # capture's shares are of the eager forward: a compiled forward's time is not split by them
+            slow.kernels, slow.rest_ms = _costs(t, e2e, parts, capture_measure == t.measure and e2e.mode == "eager")
         elif t.measure == "eager time" and profiled is not None:
             changed = profiled.after_ms.median - profiled.before_ms.median
             slow.rest_ms = t.after_ms.median - t.before_ms.median - changed
@@ -185,6 +188,8 @@ def _costs(t: Timing, e2e: E2E, parts: dict[str, Part], shares_hold: bool) -> tu
     """The kernels whose regions cost more after than before (all, where capture measured another time),
     the most first, and the change outside them."""
     costs = []
+    if not e2e.kernel_ms:  # CUDA graphs: no range opens around a kernel in a replay
+        return costs, None
     for name, names in _groups(parts, e2e).items():
         after = e2e.kernel_ms[name].median if name in e2e.kernel_ms else 0.0
         before = sum(parts[n].share for n in names) * t.before_ms.median if shares_hold else None

@@ -4,13 +4,22 @@
     patch = my_patch.apply(model)   # the model's forward now runs the kernels; patch.remove() undoes it
 
 `patch.json` lists each kernel: its task file (the region's aten ops, which give the pattern), its
-candidate file (`ModelNew`), and the module paths whose calls hold the region. While one of those
-module calls runs, the patch's dispatch mode substitutes the region (substitute.py); outside them the
-model runs untouched. `patch.counts` says how often each kernel took its region.
+candidate file (`ModelNew`), and the module paths whose calls hold the region. Each kernel whose region
+makes new values is a PyTorch operator (kernel_op.py), served the cheapest way that fits:
+- a region that is the whole of a module's forward: that module's forward calls the operator
+  (module_swap.py), eager and compiled alike;
+- under torch.compile, a region inside a module's forward: Inductor's graph of the patched model gets
+  the operator in the region's place (graph_pass.py);
+- in eager mode, a region inside a module's forward, and any region that writes the model's tensors in
+  place: while one of those module calls runs, the patch's dispatch mode substitutes the region
+  (substitute.py), at a cost in Python per op of the module.
+Outside them the model runs untouched. `patch.counts` says how often each kernel took its region;
+`patch.served(name)` says how it serves.
 
 The kernels have no backward: where autograd records a region (grad enabled and something the region
 reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
-gradients are the model's. Serve under `torch.no_grad()` or `torch.inference_mode()`.
+gradients are the model's; a graph torch.compile makes for autograd keeps the model's ops. Serve under
+`torch.no_grad()` or `torch.inference_mode()`.
 
 On the CPU, Triton kernels run only in Triton's interpreter: installing sets TRITON_INTERPRET=1 when
 triton is not imported yet (as `kernelsmith apply` does) or torch sees no GPU, and otherwise says that
@@ -24,10 +33,14 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from . import graph_pass
+from .kernel_op import KernelOp, digest, op_ready
+from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
 from .substitute import Counts, Kernel, Substitution
 
@@ -73,7 +86,9 @@ def build(root: Path, entry: dict, device: torch.device) -> Kernel:
         raise Unsubstitutable(str(exc)) from None
     except Exception as exc:  # the task's own replay failed here (another device, another torch)
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
-    return Kernel(pattern, kernel, _kernel_attrs(entry["name"], pattern, kernel))
+    texts = [(root / entry[k]).read_text(encoding="utf-8") for k in ("task", "kernel")]
+    attrs = _kernel_attrs(entry["name"], pattern, kernel)
+    return Kernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
 
 
 def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
@@ -104,14 +119,22 @@ def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[
 
 
 class Patch:
-    """An installed patch. `active = False` lets the model run as it was (the hooks stay, idle);
-    `remove()` takes the hooks away."""
+    """An installed patch. `active = False` lets the model run as it was (the hooks and swapped forwards
+    stay, idle; torch.compile compiles the model apart for each state); `remove()` undoes it all."""
 
     def __init__(self, model: torch.nn.Module, mode: Substitution):
         self.model, self.mode, self.handles = model, mode, []
         self.active = True
         self.merged: dict[str, str] = {}  # a kernel whose regions another kernel takes -> that kernel
         self.skipped: dict[str, str] = {}  # a kernel whose region cannot be taken in place -> why
+        self.ops: dict[str, KernelOp] = {}  # a kernel that is an operator (module swaps, compiled graphs)
+        self.swaps: list[Swap] = []  # modules whose forward calls a kernel's operator
+        self.eager_only: dict[str, str] = {}  # a kernel that no compiled graph can take -> why
+        self.hooked: list[tuple[str, str]] = []  # (kernel, module path) served by the dispatch mode
+        self.unguard: Callable[[], None] | None = None  # puts back the model's forward that _guard wrapped
+        self.compiles: set = set()  # torch.compile's compiles that traced the model (graph_pass.compile_id)
+        # Made here, not while traced: Dynamo runs a comptime function made before tracing as it is.
+        self._note = lambda _ctx: self.compiles.add(graph_pass.compile_id())
 
     @property
     def counts(self) -> dict[str, Counts]:
@@ -120,10 +143,42 @@ class Patch:
     def reset_counts(self) -> None:
         self.mode.counts = {name: Counts() for name in self.mode.kernels}
 
+    def traced(self) -> None:
+        """Called while torch.compile traces the patched model: the compile is noted, at trace time
+        (comptime: no graph break), for the graph pass (graph_pass.py), and `active` is read, so that
+        the compiled code guards on it."""
+        from torch._dynamo.comptime import comptime
+
+        comptime(self._note)
+        if self.active:
+            return
+
+    def served(self, name: str) -> str:
+        """How a kernel serves the model, in words."""
+        swapped = list(dict.fromkeys(s.path or "the model" for s in self.swaps if s.kop.name == name))
+        hooked = list(dict.fromkeys(path or "the model" for n, path in self.hooked if n == name))
+        ways = []
+        if swapped:
+            ways.append(f"its modules' forward calls it ({', '.join(swapped)})")
+        if hooked:
+            ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
+        ways.append(self.eager_only.get(name) or "torch.compile's graphs call it")
+        return "; ".join(ways)
+
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+        for swap in reversed(self.swaps):
+            swap.restore()
+        self.swaps = []
+        if self.unguard is not None:
+            self.unguard()
+            self.unguard = None
+        if self.ops:
+            graph_pass.deactivate(list(self.ops.values()))
+        for kop in self.ops.values():
+            kop.uninstall()
 
 
 def _scope(model: torch.nn.Module, path: str) -> torch.nn.Module:
@@ -198,18 +253,76 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     mode = Substitution({name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, mode)
     patch.merged, patch.skipped = merged, skipped
+    for name, kernel in mode.kernels.items():
+        why = op_ready(kernel.pattern, kernel.written)
+        if why is None:
+            patch.ops[name] = kop = KernelOp(name, kernel, mode)
+            kop.live = lambda: patch.active
+            kop.compiles = patch.compiles
+        else:
+            patch.eager_only[name] = why
+    if patch.ops:
+        graph_pass.activate(list(patch.ops.values()))
+        patch.unguard = _guard(model, patch)
+    hook = _hooks(patch, mode)
+    for entry in [e for e in spec["kernels"] if e["name"] in built]:
+        name = merged.get(entry["name"]) or entry["name"]
+        for path in entry["scopes"]:
+            module = _scope(model, path)
+            kop = patch.ops.get(name)
+            took = whole(kop, module) if kop is not None and not any(s.module is module for s in patch.swaps) else None
+            if kop is not None and took is not None:
+                patch.swaps.append(Swap(module, kop, *took, live=lambda: patch.active, path=path))
+                continue
+            pre, post = hook(name)
+            patch.hooked.append((name, path))
+            patch.handles.append(module.register_forward_pre_hook(pre))
+            patch.handles.append(module.register_forward_hook(post, always_call=True))
+    return patch
+
+
+def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
+    """The model's forward, while torch.compile traces it, notes the compile (the graph pass replaces
+    regions in that compile's graphs only, not in another model's) and reads `patch.active`, so that
+    torch.compile guards on it and compiles the model apart with the patch active and inactive. A hook
+    would not do: the top module's hooks run outside its compiled forward. Returns what puts the forward
+    back."""
+    had, before, original = "forward" in model.__dict__, model.__dict__.get("forward"), model.forward
+
+    def body(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            patch.traced()
+        return original(*args, **kwargs)
+
+    model.forward = forwarding(original, body, by_name=True)  # the model's names (Hugging Face's generate reads them)
+
+    def unguard() -> None:
+        if had:
+            model.__dict__["forward"] = before
+        else:
+            del model.forward
+
+    return unguard
+
+
+def _hooks(patch: Patch, mode: Substitution):
+    """The forward hooks that enter the dispatch mode around a region's module calls (eager only: under
+    torch.compile the swapped forwards and the graph pass serve)."""
     depth = [0]
     entered = [False]
 
     def hooks(name: str):
         def pre(_module, _args):
+            if torch.compiler.is_compiling():
+                patch.traced()  # the graph pass serves this compile's regions; the dispatch mode stays off
+                return None
             if not patch.active and not depth[0]:
                 return
             mode.enabled[name] += 1
             depth[0] += 1
             if depth[0] == 1:
                 mode.__enter__()
-                entered[0] = True
+                entered[0] = mode.entered = True
 
         def post(_module, _args, _out):
             if not entered[0]:
@@ -221,14 +334,8 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
             if depth[0] == 0:
                 mode.drop_all()
                 mode.__exit__(None, None, None)
-                entered[0] = False
+                entered[0] = mode.entered = False
 
         return pre, post
 
-    for entry in [e for e in spec["kernels"] if e["name"] in built]:
-        for path in entry["scopes"]:
-            module = _scope(model, path)
-            pre, post = hooks(merged.get(entry["name"]) or entry["name"])
-            patch.handles.append(module.register_forward_pre_hook(pre))
-            patch.handles.append(module.register_forward_hook(post, always_call=True))
-    return patch
+    return hooks

@@ -85,7 +85,7 @@ def written_slots(task_source: str) -> list[Slot]:
     return [Slot("in", int(n[1:])) if n.startswith("x") else Slot("param", n.removeprefix("self.")) for n in names]
 
 
-class _Tracer(TorchDispatchMode):
+class Tracer(TorchDispatchMode):
     def __init__(self, slots: dict[int, Slot], written: list[Slot]):
         super().__init__()
         self.slots, self.steps, self.keep = slots, [], []
@@ -136,7 +136,7 @@ def trace(name: str, model: torch.nn.Module, inputs: list, written: list[Slot] |
     slots = {id(t): Slot("in", k) for k, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
     params = dict(model.named_parameters()) | dict(model.named_buffers())
     slots |= {id(t): Slot("param", attr) for attr, t in params.items()}
-    tracer = _Tracer(slots, written or [])
+    tracer = Tracer(slots, written or [])
     with torch.no_grad(), tracer:
         result = model(*inputs)
     leaves = list(result) if isinstance(result, (tuple, list)) else [result]

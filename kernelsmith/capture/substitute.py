@@ -55,6 +55,10 @@ class Kernel:
     pattern: Pattern  # the region's, from its task
     module: torch.nn.Module  # ModelNew
     attrs: dict[str, str]  # each of Model's parameters and buffers -> the tensor of ModelNew that takes its place
+    reference: torch.nn.Module  # the task's Model: the region's own ops
+    sample: list  # the task's inputs, as the region's were laid out
+    written: list[Slot]  # the inputs and parameters the region writes in place
+    key: str  # a digest of its task's and kernel's text (its operator's name)
 
 
 class Substitution(TorchDispatchMode):
@@ -72,6 +76,7 @@ class Substitution(TorchDispatchMode):
         # A range around each region taken (the kernel, its outputs put in place, inner values computed
         # late), by kernel name: how `kernelsmith apply` times each kernel in the forward (None: none).
         self.timed: Callable[[str], AbstractContextManager] | None = None
+        self.entered = False  # the mode is on (a module call of a region runs)
 
     # -- the op stream
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -87,7 +92,7 @@ class Substitution(TorchDispatchMode):
             for match in [m for m in fitting if m.pattern.steps[m.pos].deferred]:
                 fitting.remove(match)
                 self._drop(match)
-                self._recorded(match.pattern.name)
+                self.recorded(match.pattern.name)
         ts = tensors(here)
         for match in [m for m in self.open if m not in fitting and m.touches_dirty(ts)]:
             self._drop(match)  # the op reads or writes a tensor whose write the match deferred
@@ -112,7 +117,7 @@ class Substitution(TorchDispatchMode):
         if recorded:
             for match in [m for m in starts if m.pattern.steps[0].deferred]:
                 starts.remove(match)
-                self._recorded(match.pattern.name)
+                self.recorded(match.pattern.name)
         for match in starts:
             self.open.append(match)
             if len([m for m in self.open if m.pattern is match.pattern]) > MAX_OPEN:
@@ -178,16 +183,7 @@ class Substitution(TorchDispatchMode):
         key = (pattern.name, *(id(t) for t in real.values()))
         made = self._bound.get(key)
         if made is None:
-            made = copy.copy(base)
-            made._parameters, made._buffers = dict(base._parameters), dict(base._buffers)
-            for attr, t in real.items():
-                if attr in made._parameters:
-                    made._parameters[attr] = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, False)
-                elif attr in made._buffers:
-                    made._buffers[attr] = t
-                else:
-                    object.__setattr__(made, attr, t)
-            self._bound[key] = made
+            made = self._bound[key] = bind(base, real)
         return made
 
     def _fire(self, match: Match, step: Step, last: Deferred):
@@ -229,7 +225,7 @@ class Substitution(TorchDispatchMode):
         pattern = match.pattern
         outs = self._kernel(match)(*inputs)  # the region's writes in place are not made yet: it reads its inputs
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        values = _values(pattern, outs)
+        values = values_of(pattern, outs)
 
         def held(base: Slot) -> torch.Tensor | None:
             """The tensor the model holds for a value the kernel gives (None: the answer to this op)."""
@@ -246,7 +242,7 @@ class Substitution(TorchDispatchMode):
             shape, stride, _ = slot_meta(pattern, base)
             t = held(base)
             if t is None:
-                here[base.key] = got if tuple(got.stride()) == stride else _restride(got, shape, stride)
+                here[base.key] = got if tuple(got.stride()) == stride else restride(got, shape, stride)
             elif id(t) in match.tainted and id(t) not in match.viewed and tuple(got.stride()) == stride:
                 t.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
             elif id(t) in match.tainted or any(t is g for g in given):
@@ -257,7 +253,7 @@ class Substitution(TorchDispatchMode):
     def _range(self, name: str) -> AbstractContextManager:
         return self.timed(name) if self.timed is not None else nullcontext()
 
-    def _recorded(self, name: str) -> None:
+    def recorded(self, name: str) -> None:
         self.counts[name].autograd += 1
         if not self.warned:
             self.warned = True
@@ -295,7 +291,21 @@ class Substitution(TorchDispatchMode):
         self.fired = [m for m in self.fired if name is not None and m.pattern.name != name]
 
 
-def _values(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
+def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A shallow copy of `base` whose tensors named in `real` are those tensors (no copy of their data)."""
+    made = copy.copy(base)
+    made._parameters, made._buffers = dict(base._parameters), dict(base._buffers)
+    for attr, t in real.items():
+        if attr in made._parameters:
+            made._parameters[attr] = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, False)
+        elif attr in made._buffers:
+            made._buffers[attr] = t
+        else:
+            object.__setattr__(made, attr, t)
+    return made
+
+
+def values_of(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
     """The kernel's outputs, checked against the region's, as the values they are or are views of."""
     if len(outs) != len(pattern.outputs):
         raise RuntimeError(
@@ -317,5 +327,5 @@ def _values(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
     return values
 
 
-def _restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
+def restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
     return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)

@@ -17,6 +17,15 @@ from kernelsmith.progress import counted
 
 if TYPE_CHECKING:
     from kernelsmith.capture.apply import Applied
+    from kernelsmith.capture.e2e import E2E
+
+
+class Mode(str, Enum):
+    """--mode: how the check runs the model, the original and the patched alike"""
+
+    eager = "eager"
+    compile = "compile"
+    graphs = "graphs"
 
 
 class Slower(str, Enum):
@@ -96,6 +105,12 @@ def apply_cmd(
         help="pass a patched forward slower than the original, named: eager (in eager time only: the patch's "
         "dispatch, which a CUDA-graph replay does not pay) or all",
     ),
+    modes: list[Mode] = typer.Option(
+        [Mode.eager],
+        "--mode",
+        help="how the check runs the model, original and patched alike; repeat for several: eager, compile "
+        "(torch.compile), graphs (torch.compile with CUDA graphs, mode='reduce-overhead'; CUDA only)",
+    ),
 ) -> None:
     """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
@@ -117,6 +132,7 @@ def apply_cmd(
             rtol,
             min_speedup,
             accept_slower.value,
+            tuple(dict.fromkeys(m.value for m in modes)),
         )
     except UserError as exc:
         fail(str(exc), exc.exit_code)
@@ -148,16 +164,49 @@ def _kernels_table(done: Applied) -> Table:
 
 
 def _say_check(done: Applied) -> None:
-    """The end-to-end check's lines: outputs, times, and the verdict last."""
-    e2e = done.e2e
-    assert e2e is not None
-    if not e2e.trials:  # the patched forward raised: the message says how
-        console.print(f"[red]{shown(e2e.mismatch)}[/]")
-    elif e2e.outputs_match:
-        console.print(f"outputs match the model's on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
+    """The end-to-end check's lines: how each kernel serves, each mode's outputs and times, and the
+    verdict last."""
+    served = done.checks[0].served if done.checks else {}
+    for name, how in served.items():
+        console.print(f"{shown(name)} serves: {shown(how)}")
+    for e2e in done.checks:
+        _say_mode(done, e2e, len(done.checks) > 1 or e2e.mode != "eager")
+    if done.capture_times:  # the same quantities capture measured, on the original forward
+        said = [
+            f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
+            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
+            for c in done.capture_times
+        ]
+        console.print(f"capture's original forward against the original here: {'; '.join(said)}")
+    if not done.ok:
+        console.print(f"-> [red]check failed[/]: {shown(done.failure or '')}")
+    elif done.slower:  # a slower forward is never passed without saying so
+        said = "; ".join(f"{s.line} ({s.accepted})" for s in done.slower)
+        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {shown(said)}")
     else:
-        console.print(f"[red]outputs differ from the model's[/]: {shown(e2e.mismatch)}")
-    p = done.prediction
+        console.print("-> check passed")
+
+
+def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
+    """One mode's lines: outputs, graph breaks and regions taken (compiled modes), times."""
+    label = f"[bold]{e2e.mode}[/]: " if named else ""
+    model = "the model's" if e2e.mode == "eager" else "the compiled model's"
+    if not e2e.trials:  # the patched forward raised: the message says how
+        console.print(f"{label}[red]{shown(e2e.mismatch)}[/]")
+    elif e2e.outputs_match:
+        console.print(f"{label}outputs match {model} on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
+    else:
+        console.print(f"{label}[red]outputs differ from {model}[/]: {shown(e2e.mismatch)}")
+    if e2e.graph_breaks:
+        reasons = f": {shown('; '.join(e2e.break_reasons))}" if e2e.break_reasons else ""
+        console.print(
+            f"{label}torch.compile: {e2e.graph_breaks[1]} graph breaks with the patch, {e2e.graph_breaks[0]} "
+            f"without{reasons}"
+        )
+    if e2e.mode != "eager" and e2e.trials:
+        taken = ", ".join(f"{shown(n)} {f:g}" for n, f in e2e.fired.items())
+        console.print(f"{label}regions taken in one forward: {taken or 'none'}")
+    p = done.prediction if e2e.mode == "eager" else None
     for t in e2e.timings:
         b, a = t.before_ms, t.after_ms
         note = " [dim](within noise)[/]" if t.within_noise else ""
@@ -167,22 +216,8 @@ def _say_check(done: Applied) -> None:
             note += f" from the verdicts over {p.covered:.1%} of the forward"
             note += "" if p.agrees else " [yellow](they disagree beyond the spreads)[/]"
         console.print(
-            f"{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
+            f"{label}{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
             f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
         )
-    if done.capture_times:  # the same quantities capture measured, on the original forward
-        said = [
-            f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
-            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
-            for c in done.capture_times
-        ]
-        console.print(f"capture's original forward against the original here: {'; '.join(said)}")
     if e2e.forged:
-        console.print(f"[red]not trusted[/]: {shown(e2e.forged)}")
-    if not done.ok:
-        console.print(f"-> [red]check failed[/]: {shown(done.failure or '')}")
-    elif done.slower:  # a slower forward is never passed without saying so
-        said = "; ".join(f"{s.line} ({s.accepted})" for s in done.slower)
-        console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {shown(said)}")
-    else:
-        console.print("-> check passed")
+        console.print(f"{label}[red]not trusted[/]: {shown(e2e.forged)}")
