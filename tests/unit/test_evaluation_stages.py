@@ -8,6 +8,7 @@ import types
 import pytest
 
 from kernelsmith.evaluate.judging.evaluation import Evaluation, _Verdict
+from kernelsmith.evaluate.judging.judge import Judge
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evaluate.sandboxing import containment
@@ -30,6 +31,8 @@ class FakeJudge:
     device, gpu_name, gpu_uuid, torch_version = "cpu", "none", None, "test"
     SANDBOX_START_LIMIT = 5.0
     spares: list = []
+    release_cached_memory = Judge.release_cached_memory  # the judge's own: nothing to do off CUDA
+    memory_note = Judge.memory_note
 
     def __init__(self):
         ns: dict = {}
