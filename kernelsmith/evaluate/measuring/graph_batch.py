@@ -19,7 +19,8 @@ import torch
 from kernelsmith.evaluate.checks import flatten_outputs
 from kernelsmith.evaluate.checksums import checksum_weights, flat32
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
-from kernelsmith.evaluate.measuring.timing import Workload, capture_stream
+from kernelsmith.evaluate.measuring.capture import stream_for
+from kernelsmith.evaluate.measuring.timing import Workload
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
@@ -49,7 +50,7 @@ class GraphBatch:
         slots = sum(w is not None for w in self.weights)
         self.sums = _zeros(calls, max(slots, 1), dtype=torch.float32, device=device)
         self.graph = _CUDAGraph()
-        stream = capture_stream(lambda: self._checksum(0, flatten_outputs(work.forward(self.sets[0]))))
+        stream = stream_for(lambda: self._checksum(0, flatten_outputs(work.forward(self.sets[0]))))
         with _graph(self.graph, stream=stream):
             for k in range(calls):
                 self._checksum(k, flatten_outputs(work.forward(self.sets[k % len(self.sets)])))

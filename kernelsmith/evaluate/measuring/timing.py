@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernelsmith.evaluate.measuring import capture
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.measuring.graph_trace import call_spans
 from kernelsmith.evaluate.options import EvalOptions
@@ -43,9 +44,6 @@ _synchronize = torch.cuda.synchronize
 _sleep = torch.cuda._sleep
 _CUDAGraph = torch.cuda.CUDAGraph
 _graph = torch.cuda.graph
-_Stream = torch.cuda.Stream
-_stream = torch.cuda.stream
-_current_stream = torch.cuda.current_stream
 _copy = torch.Tensor.copy_
 _get_num_threads = torch.get_num_threads
 _set_num_threads = torch.set_num_threads
@@ -144,7 +142,7 @@ def _graph_device_time(
     marks = flush.identify()
     if not marks:
         raise RuntimeError("the profiler recorded no kernel for the harness's mark")
-    graph, stream = _CUDAGraph(), capture_stream(lambda: work.forward(sets[0]))
+    graph, stream = _CUDAGraph(), capture.stream_for(lambda: work.forward(sets[0]))
     last = None
     with _graph(graph, stream=stream):
         for k in range(calls):
@@ -167,32 +165,6 @@ def _graph_device_time(
     stats = TimingStats.from_samples(medians, method="cuda_graph", calls=calls)
     last_seed = seed + 1 + (GRAPH_REPLAYS - 1) * len(sets) + (calls - 1) % len(sets)
     return stats, last, last_seed, act, rec.activity
-
-
-def capture_stream(warm: Callable[[], object]) -> torch.cuda.Stream:
-    """A stream to capture on, with `warm` run on it first: library handles and workspaces (cuBLAS,
-    cuDNN) are made per stream, and making one inside a capture fails it (torch.cuda.graph's advice)."""
-    stream = _Stream()
-    stream.wait_stream(_current_stream())
-    with _stream(stream):
-        warm()
-    _current_stream().wait_stream(stream)
-    _synchronize()
-    return stream
-
-
-def reset_after_failed_capture() -> None:
-    """A capture that failed can leave torch's CUDA generators in graph-capture mode (seen on the
-    H200, torch 2.11) and the device with a pending error: put both back."""
-    try:
-        _synchronize()
-    except RuntimeError:
-        pass
-    for gen in getattr(torch.cuda, "default_generators", ()):
-        try:
-            gen.graphsafe_set_state(gen.clone_state())
-        except (AttributeError, RuntimeError):
-            pass
 
 
 # -- eager call time ----------------------------------------------------------------------------
@@ -305,9 +277,12 @@ def benchmark(
 # -- one forward, both figures --------------------------------------------------------------------
 
 
-def _synced(work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int, est_ms: float | None):
-    """The per-call method on one input set refilled before every repetition (seed + 1 + rep)."""
-    inputs = work.make(seed)
+def _synced(
+    work: Workload, opts: EvalOptions, flush: L2Flusher, seed: int, est_ms: float | None, inputs: list | None = None
+):
+    """The per-call method on one input set refilled before every repetition (seed + 1 + rep); `inputs`:
+    a set to refill (one the caller has made already), else one made from `seed`."""
+    inputs = work.make(seed) if inputs is None else inputs
     last: dict = {}
 
     def call() -> None:
@@ -362,19 +337,23 @@ def measure(
     warm_set = work.make(seed)
     est = warm_up(lambda: work.forward(warm_set), opts, flush)
     calls = graph_calls(est, opts)
-    sets = work.sets(sets_for(calls, set_bytes(warm_set)), seed + 1)
+    # The warm-up's set is the first set (refilled before each timed replay): on a multi-GB task one
+    # set less on the device.
+    sets = [warm_set, *work.sets(sets_for(calls, set_bytes(warm_set)) - 1, seed + 2)]
     fallback = None if graph else "the reference could not be captured in a CUDA graph; timed like it"
     if graph:
         try:
             stats, last, last_seed, act, window = _graph_device_time(work, sets, calls, flush, seed)
         except Exception as exc:  # noqa: BLE001 - any failure to capture or read the graph falls back
-            reset_after_failed_capture()
+            capture.reset_after_failed()
             fallback = f"not timed in a CUDA graph ({type(exc).__name__}: {_first_line(exc)})"
         else:
             last = keep(last)
             eager = _eager_cuda(work, sets, est)
             return Measurement(stats, eager, last, last_seed, None, len(sets), act, calls * GRAPH_REPLAYS, window)
-    stats, last, last_seed, window, _ = _synced(work, opts, flush, seed, est)
+    if graph:
+        capture.release_memory()  # the failed graph's pool (its traceback let go), before the per-call method allocates
+    stats, last, last_seed, window, _ = _synced(work, opts, flush, seed, est, inputs=sets[0])
     last = keep(last)
     eager = _eager_cuda(work, sets, est)
     return Measurement(stats, eager, last, last_seed, fallback, window=window)

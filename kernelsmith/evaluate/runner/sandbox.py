@@ -26,7 +26,7 @@ from kernelsmith.evaluate.build import hook as build_hook
 from kernelsmith.evaluate.build.errors import BuildError
 from kernelsmith.evaluate.checks import flatten_outputs, output_structure, plain_structure
 from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums
-from kernelsmith.evaluate.measuring import timing
+from kernelsmith.evaluate.measuring import capture, timing
 from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
@@ -40,6 +40,7 @@ _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
 _enumerate_threads = threading.enumerate
 _perf_counter = time.perf_counter
+_OutOfMemoryError = torch.OutOfMemoryError
 
 # How long a CUDA trial holds the device while the host runs forward (stream order, activity.py):
 # twice the host time of the previous trial's forward, within these bounds. The first trial's
@@ -251,7 +252,7 @@ class Sandbox:
             if self.device == "cuda":  # the trials' outputs and inputs the judge has let go (CUDA IPC)
                 torch.cuda.ipc_collect()
             work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
-            m = timing.measure(work, opts, seed, graph=graph, keep=self.snapshot)
+            m = self._measure(work, opts, seed, graph)
             structure, leaves = m.last_output  # type: ignore[misc]  # snapshot's (structure, copies)
             profile = None if m.activity is not None else self.profile_calls(work.make(seed))
             del work
@@ -273,6 +274,22 @@ class Sandbox:
             replay=m.activity.to_message() if m.activity is not None else None,
             profile=profile,
         )
+
+    def _measure(self, work: timing.Workload, opts: EvalOptions, seed: int, graph: bool) -> timing.Measurement:
+        """timing.measure; where the graph's calls and input sets do not fit the device beside the judge
+        (a multi-GB task), once more call by call on one set, said in the fallback. A candidate that
+        runs out of memory call by call too fails as before."""
+        why = None
+        try:
+            return timing.measure(work, opts, seed, graph=graph, keep=self.snapshot)
+        except _OutOfMemoryError as exc:
+            if self.device != "cuda" or not graph:
+                raise
+            why = str(exc).split(". ")[0][:120]
+        capture.release_memory()  # outside the handler: its traceback no longer holds the failed sets
+        m = timing.measure(work, opts, seed, graph=False, keep=self.snapshot)
+        m.fallback = f"out of device memory timing in a CUDA graph ({why}): timed call by call"
+        return m
 
     def profile_calls(self, inputs: list) -> dict | None:
         """Where forward's device time goes (CUDA): a few untimed calls, nothing else on the device
@@ -333,7 +350,7 @@ class Sandbox:
             work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
             batch = GraphBatch(work, calls, sets, self.device)
         except Exception as exc:  # noqa: BLE001 - the judge times calls one by one instead, and says so
-            timing.reset_after_failed_capture()
+            capture.reset_after_failed()
             self.chan.send({"op": "unarmed", "why": f"{type(exc).__name__}: {str(exc)[:300]}"})
             return True
         self.chan.send({"op": "armed"})
