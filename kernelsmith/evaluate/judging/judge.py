@@ -126,8 +126,8 @@ class Judge:
 
     def release_cached_memory(self) -> None:
         """Give the device memory this judge freed back to the GPU before the sandbox times its
-        calls: PyTorch's allocator keeps freed blocks, and on a multi-GB task the judge's cached
-        correctness and baseline blocks left the candidate's timing out of memory (36_RMSNorm_, H100)."""
+        calls: PyTorch's allocator keeps freed blocks, which no other process can use, and on a multi-GB
+        task the sandbox's timing needs them (KernelBench's 36_RMSNorm_ ran out of memory on an H100)."""
         if self.device == "cuda":
             gc.collect()
             torch.cuda.empty_cache()

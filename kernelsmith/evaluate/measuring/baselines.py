@@ -127,7 +127,6 @@ class BaselineTimer:
         )
         if why is None and opts.use_baseline_cache:
             self.cache.put(key, self.gpu_name, self.torch_version, task_hash, payload)
-        del inputs
         return payload, False
 
     def _unsteady(self, payload: dict) -> str | None:
