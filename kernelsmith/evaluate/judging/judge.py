@@ -9,7 +9,6 @@ Started by kernelsmith.evaluate.judging.worker.
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import secrets
@@ -31,7 +30,7 @@ from kernelsmith.evaluate.checks import (
 )
 from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums
 from kernelsmith.evaluate.counters import CountersReport
-from kernelsmith.evaluate.measuring import roofline
+from kernelsmith.evaluate.measuring import capture, roofline
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, scaled
 from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.measuring.baselines import BaselineTimer
@@ -129,8 +128,7 @@ class Judge:
         calls: PyTorch's allocator keeps freed blocks, which no other process can use, and on a multi-GB
         task the sandbox's timing needs them (KernelBench's 36_RMSNorm_ ran out of memory on an H100)."""
         if self.device == "cuda":
-            gc.collect()
-            torch.cuda.empty_cache()
+            capture.release_memory()
 
     def memory_note(self, where: str) -> None:
         """KERNELSMITH_MEMORY_LOG=1: a line in the judge's log at each stage of an evaluation: this

@@ -257,7 +257,7 @@ class Sandbox:
             profile = None if m.activity is not None else self.profile_calls(work.make(seed))
             del work
             if self.device == "cuda":  # the graph's pool and the input sets, back to the device: the
-                torch.cuda.empty_cache()  # judge runs the reference next, beside this process
+                capture.release_memory()  # judge runs the reference next, beside this process
         except BaseException as exc:
             self.fail("timing", exc)
             return False
