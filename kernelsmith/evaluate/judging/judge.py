@@ -139,8 +139,9 @@ class Judge:
         free, total = torch.cuda.mem_get_info()
         gib = 2**30
         print(
-            f"memory at {where} (t={time.time():.3f}, pid {os.getpid()}): judge allocated {torch.cuda.memory_allocated() / gib:.2f} GiB, reserved "
-            f"{torch.cuda.memory_reserved() / gib:.2f} GiB; GPU free {free / gib:.2f} of {total / gib:.2f} GiB",
+            f"memory at {where} (t={time.time():.3f}, pid {os.getpid()}): judge allocated "
+            f"{torch.cuda.memory_allocated() / gib:.2f} GiB, reserved {torch.cuda.memory_reserved() / gib:.2f} GiB; "
+            f"GPU free {free / gib:.2f} of {total / gib:.2f} GiB",
             file=sys.stderr,
             flush=True,
         )
