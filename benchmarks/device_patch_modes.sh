@@ -11,7 +11,8 @@
 #   bash benchmarks/device_patch_modes.sh 1      # batch 1 (decode_step)
 #   bash benchmarks/device_patch_modes.sh 32     # batch 32 (decode_step_b32), a second call
 # ITERS (tuner iterations per kernel, 6), REPS (forwards per measure, 20), MIN (--min-speedup: the kernels
-# whose verdict beats eager, 1), MODES ("eager compile graphs") override.
+# whose verdict beats eager, 1), MODES ("eager compile graphs"), TUNE_LIMIT (s per seed's tuning, 90) and
+# DEADLINE (s from the start by which apply must end; unset: apply may take 330 s) override.
 set -u
 BATCH=${1:-1}
 case "$BATCH" in
@@ -27,6 +28,14 @@ ITERS=${ITERS:-6}
 REPS=${REPS:-20}
 MIN=${MIN:-1}
 MODES=${MODES:-"eager compile graphs"}
+TUNE_LIMIT=${TUNE_LIMIT:-90}   # seconds each seed's tuning may take
+# apply's limit: 330 s, or what is left of DEADLINE (seconds from the start; the proof passes its budget)
+START=$SECONDS
+apply_limit() {
+  local l=330
+  [ -n "${DEADLINE:-}" ] && l=$(( DEADLINE - (SECONDS - START) - 20 ))
+  echo $(( l < 30 ? 30 : l ))
+}
 mkdir -p "$OUT" "$WORK"
 KS="python3 -m kernelsmith"
 quiet() { grep -v -i "USDT\|warn\|forward_call" | grep -v "^\[ *[0-9]*/"; }
@@ -44,7 +53,7 @@ python3 examples/llama_decode/seeds.py "$WORK/capture" --out "$WORK/seeds" 2>&1 
 runs=()
 for seed in "$WORK"/seeds/*.py; do
   name=$(basename "$seed" .py)
-  timeout 90 $KS evolve "$WORK/capture/$name.py" --seed "$seed" --mutator tune --iterations "$ITERS" \
+  timeout "$TUNE_LIMIT" $KS evolve "$WORK/capture/$name.py" --seed "$seed" --mutator tune --iterations "$ITERS" \
     --device cuda --run-dir "$WORK/runs/$name" --quiet 2>&1 | quiet | tail -2 >> "$OUT/tune_b$BATCH.log"
   runs+=("$WORK/runs/$name")
 done
@@ -54,7 +63,7 @@ cat "$OUT/tune_b$BATCH.log"
 #    reason is apply's last line).
 mode_flags=()
 for m in $MODES; do mode_flags+=(--mode "$m"); done
-timeout 330 $KS apply "${runs[@]}" --capture "$WORK/capture" --out "$WORK/patch" --device cuda \
+timeout "$(apply_limit)" $KS apply "${runs[@]}" --capture "$WORK/capture" --out "$WORK/patch" --device cuda \
   --min-speedup "$MIN" --reps "$REPS" "${mode_flags[@]}" 2>&1 | quiet > "$OUT/apply_b$BATCH.log"
 echo "apply exit ${PIPESTATUS[0]}" | tee -a "$OUT/apply_b$BATCH.log"
 tail -40 "$OUT/apply_b$BATCH.log"
@@ -62,24 +71,4 @@ cp "$WORK/patch/apply.json" "$OUT/apply_b$BATCH.json" 2>/dev/null
 
 # 4. One line per mode and measure: before -> after (median, min-max), the speedup, and the prediction
 #    from the kernels' verdicts where capture measured the same time (the eager check's device time).
-python3 - "$OUT/apply_b$BATCH.json" "$BATCH" <<'PY' 2>&1 | tee "$OUT/summary_b$BATCH.log"
-import json, sys
-try:
-    applied = json.load(open(sys.argv[1]))
-except OSError:
-    sys.exit(f"batch {sys.argv[2]}: no apply.json (apply did not finish)")
-kernels = [f"{k['name']} {k['speedup'] or 0:.3g}x" for k in applied["kernels"] if k["why"] is None]
-print(f"batch {sys.argv[2]}: kernels applied: {', '.join(kernels) or 'none'}")
-p = applied.get("prediction")
-for e in applied.get("checks") or []:
-    said = "outputs match" if e["outputs_match"] else f"outputs differ: {e['mismatch']}"
-    breaks = f", graph breaks {e['graph_breaks'][1]} (unpatched {e['graph_breaks'][0]})" if e["graph_breaks"] else ""
-    print(f"batch {sys.argv[2]} {e['mode']}: {said}{breaks}; regions taken per forward {e['fired']}")
-    for t in e["timings"]:
-        b, a = t["before_ms"], t["after_ms"]
-        line = (f"batch {sys.argv[2]} {e['mode']} {t['measure']}: {b['median']:.4g} ms ({b['low']:.4g}-{b['high']:.4g})"
-                f" -> {a['median']:.4g} ms ({a['low']:.4g}-{a['high']:.4g}): {b['median'] / a['median']:.3g}x")
-        if p and e["mode"] == "eager" and p["measure"] == t["measure"]:
-            line += f"; predicted {p['speedup']:.3g}x ({p['low']:.3g}-{p['high']:.3g}) over {p['covered']:.1%}"
-        print(line)
-PY
+python3 benchmarks/device/apply_summary.py "$OUT/apply_b$BATCH.json" "batch $BATCH" 2>&1 | tee "$OUT/summary_b$BATCH.log"
