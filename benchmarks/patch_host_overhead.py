@@ -1,4 +1,5 @@
-"""The host cost of a patched region in eager mode, by how the patch serves it (numbers in docs/benchmarks.md).
+"""The host cost of a patched region, eager and compiled, by how the patch serves it (numbers in
+docs/benchmarks.md).
 
 A stack of `--layers` layers (Linear 64 -> 64, then an RMSNorm) at batch 1 on the CPU, whose time is the
 host's: each layer's norm region is patched with a kernel that does the region's own ops (the same
@@ -6,10 +7,15 @@ compute), so that what a patched forward costs beyond the original is the patch'
 models, the same norm written two ways:
 
 - `module`: the norm is a module of its own (an RMSNorm class): the region is the whole of its forward,
-  served by swapping that forward for the kernel's operator (module_swap.py); forced onto the dispatch
-  mode (patch_runtime.whole patched to refuse) to measure that path on the same region.
+  served by swapping that forward for one that calls the kernel (module_swap.py); forced onto the
+  traced forward (patch_runtime.whole patched to refuse) to measure that path on the same region.
 - `inline`: the norm is written in the layer's forward after the Linear: the region is part of a
-  module's forward, served by the dispatch mode in eager mode and by the graph pass under torch.compile.
+  module's forward, served by the layer's traced forward in eager mode (eager_graph.py) and by the
+  graph pass under torch.compile.
+
+The yardstick of each model and mode is the same model written by hand to call the kernel from its own
+source (`by hand`, as Liger-Kernel's modules are): a patched forward should cost no more host time than
+that (the last column, patched / by hand in the same mode).
 
 Each configuration's forward is timed without the profiler (capture's wall time), in rounds that
 alternate the configurations (drift hits all alike): per forward, the median of the rounds' medians
@@ -75,14 +81,46 @@ class InlineLayer(nn.Module):
         return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
 
 
-def module_stack():
+def kernel(h, weight):
+    # The patch's kernel as a function: what a model written by hand (as Liger-Kernel's are) calls.
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+
+class RMSNormByHand(RMSNorm):
+    def forward(self, h):
+        return kernel(h, self.weight)
+
+
+class ModuleLayerByHand(ModuleLayer):
+    def __init__(self):
+        super().__init__()
+        self.norm = RMSNormByHand()
+
+
+class InlineLayerByHand(InlineLayer):
+    def forward(self, x):
+        return kernel(self.proj(x), self.weight)
+
+
+def _stack(layer):
     torch.manual_seed(0)
-    return nn.Sequential(*[ModuleLayer() for _ in range(LAYERS)]), (torch.randn(1, 64),)
+    return nn.Sequential(*[layer() for _ in range(LAYERS)]), (torch.randn(1, 64),)
+
+
+def module_stack():
+    return _stack(ModuleLayer)
 
 
 def inline_stack():
-    torch.manual_seed(0)
-    return nn.Sequential(*[InlineLayer() for _ in range(LAYERS)]), (torch.randn(1, 64),)
+    return _stack(InlineLayer)
+
+
+def module_stack_by_hand():
+    return _stack(ModuleLayerByHand)
+
+
+def inline_stack_by_hand():
+    return _stack(InlineLayerByHand)
 """
 
 # The region's own ops as the kernel: the same compute, so that only the patch's serving differs.
@@ -114,7 +152,7 @@ def _patch(work: Path, factory: str) -> tuple[str, Path]:
 
 @contextlib.contextmanager
 def _no_swap():
-    """install() serves every region through the dispatch mode (no module's forward is swapped)."""
+    """install() serves every region as part of a module's forward (no module's forward is swapped)."""
     whole = runtime.whole
     runtime.whole = lambda kop, module: None
     try:
@@ -128,18 +166,22 @@ def _configs(work: Path) -> dict[str, object]:
     runs: dict[str, object] = {}
     for factory, label in (("module_stack", "module"), ("inline_stack", "inline")):
         entry, patch_dir = _patch(work, factory)
-        runs[f"{label}: original, eager"] = call_entry(entry, "cpu").model
-        runs[f"{label}: original, compiled"] = torch.compile(call_entry(entry, "cpu").model)
-        patched = call_entry(entry, "cpu").model
-        patch = install(patched, patch_dir)
-        eager, compiled = ("module swap", "swapped forward") if patch.swaps else ("dispatch mode", "graph pass")
-        runs[f"{label}: patched ({eager}), eager"] = patched
-        runs[f"{label}: patched (operator by {compiled}), compiled"] = torch.compile(patched)
+        by_hand = f"{work / 'models.py'}:{factory}_by_hand"
+        for mode in ("eager", "compiled"):
+            made = (lambda model: model) if mode == "eager" else torch.compile
+            runs[f"{label}: original, {mode}"] = made(call_entry(entry, "cpu").model)
+            runs[f"{label}: by hand, {mode}"] = made(call_entry(by_hand, "cpu").model)
+            patched = call_entry(entry, "cpu").model
+            patch = install(patched, patch_dir)
+            how = ("module swap" if patch.swaps else "traced forward") if mode == "eager" else "graph pass"
+            if mode == "compiled" and patch.swaps:
+                how = "swapped forward"
+            runs[f"{label}: patched ({how}), {mode}"] = made(patched)
         if label == "module":
             with _no_swap():
                 forced = call_entry(entry, "cpu").model
                 install(forced, patch_dir)
-            runs[f"{label}: patched (dispatch mode, forced), eager"] = forced
+            runs[f"{label}: patched (traced forward, forced), eager"] = forced
     return runs
 
 
@@ -165,11 +207,12 @@ def main() -> None:
                 medians[name].append(wall_times_ms(model, fresh, "cpu", args.forwards).median)  # pyright: ignore
     rows = {name: (statistics.median(m), min(m), max(m)) for name, m in medians.items()}
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.layers} layers, batch 1")
-    print(f"{'configuration':58} {'us/forward':>22} {'us/region over original':>24}")
+    print(f"{'configuration':58} {'us/forward':>22} {'us/region over original':>24} {'/by hand':>10}")
     for name, (med, low, high) in rows.items():
-        original = rows[name.split(":")[0] + (": original, compiled" if "compiled" in name else ": original, eager")]
+        mode = "compiled" if name.endswith("compiled") else "eager"
+        original, hand = rows[f"{name.split(':')[0]}: original, {mode}"], rows[f"{name.split(':')[0]}: by hand, {mode}"]
         extra = (med - original[0]) * 1e3 / args.layers
-        print(f"{name:58} {med * 1e3:8.1f} ({low * 1e3:.1f}-{high * 1e3:.1f}) {extra:+24.1f}")
+        print(f"{name:58} {med * 1e3:8.1f} ({low * 1e3:.1f}-{high * 1e3:.1f}) {extra:+24.1f} {med / hand[0]:9.2f}x")
     if args.json is not None:
         args.json.write_text(json.dumps({k: list(v) for k, v in rows.items()}, indent=1) + "\n")
 

@@ -112,3 +112,31 @@ def recorded_verdict(task: str) -> dict:
 
 
 RECORDED_TASKS = ("19_ReLU", "23_Softmax", "36_RMSNorm_", "1_Conv2D_ReLU_BiasAdd")
+
+
+class OpsRan:
+    """The aten ops a block ran, by name ("rsqrt": count), read from the CPU profiler's record: unlike a
+    dispatch mode of the test's own, it leaves a patch's traced forwards as they serve (Dynamo compiles no
+    frame under a dispatch mode). `ops`: every aten op, those an op runs inside it too; `top`: those no
+    other aten op runs (a kernel's `rms_norm`, not the ops it is made of on the CPU)."""
+
+    def __enter__(self) -> OpsRan:
+        import torch
+
+        self._prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._prof.__exit__(*exc)
+        self.ops: dict[str, int] = {}
+        self.top: dict[str, int] = {}
+        for event in self._prof.events():
+            if event.name.startswith("aten::"):
+                name = event.name.removeprefix("aten::")
+                self.ops[name] = self.ops.get(name, 0) + 1
+                parent = event.cpu_parent
+                while parent is not None and not parent.name.startswith("aten::"):
+                    parent = parent.cpu_parent
+                if parent is None:
+                    self.top[name] = self.top.get(name, 0) + 1

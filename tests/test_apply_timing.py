@@ -110,6 +110,9 @@ def gpu_capture(tmp_path: Path, fake_gpu, monkeypatch):
     """The block model captured and applied "on CUDA": the fake GPU's events, the model and kernels on the
     CPU (the capture's tasks are validated there too)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # TorchDynamo (a patch's traced forwards) keeps the CUDA generator's state where CUDA is available
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda *a, **k: torch.zeros(16, dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a, **k: None)
     for module in (capture_run, apply_module):
         monkeypatch.setattr(module, "call_entry", lambda spec, device: call_entry(spec, "cpu"))
     monkeypatch.setattr(

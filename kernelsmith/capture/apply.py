@@ -37,7 +37,9 @@ RUNTIME = (
     "substitute.py",
     "kernel_op.py",
     "module_swap.py",
+    "graph_match.py",
     "graph_pass.py",
+    "eager_graph.py",
     "patch_runtime.py",
 )
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
@@ -160,6 +162,7 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
                 task=f"tasks/{task['file']}",
                 kernel=f"kernels/{task['file']}",
                 scopes=task.get("scopes") or [""],
+                covers=task.get("covers") or [],
                 calls=chosen.calls,
                 share=chosen.share,
                 speedup=chosen.speedup,

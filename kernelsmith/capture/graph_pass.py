@@ -3,14 +3,9 @@
 forward graph Inductor compiles and puts the kernel's operator (kernel_op.py) in its place. Torch only:
 `kernelsmith apply` copies this file into the patch it writes.
 
-The region as the graph holds it: its task's Model traced as Inductor traces a model (make_fx with
-Inductor's decompositions and no-op removal: `pattern_matcher.fwd_only`), its inputs and parameters as
-placeholders, once, when a graph is first compiled with the patch installed. A match binds each
-placeholder to a node of the graph laid out as the region's input was (shape, stride, dtype), matches
-every op with its constants (`view`, `_unsafe_view` and `reshape` are one op there), and keeps inside
-itself every value the region makes but does not return. The operator's values replace the region's;
-the region's ops, now unused, go. A region at other shapes (a dynamic dimension) is not matched: the
-graph keeps the model's ops there.
+The region is found as graph_match.py finds it (once a graph is first compiled with the patch
+installed); the operator's values replace the region's, and the region's ops, now unused, go. A region
+at other shapes (a dynamic dimension) is not matched: the graph keeps the model's ops there.
 
 Only the patched model's graphs: the pass is the process's, but it replaces regions only in the graphs
 of a compile that traced the patched model (the patch notes the compile while Dynamo traces its forward
@@ -33,141 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch._guards import CompileContext, TracingContext, detect_fake_mode
+from torch._guards import TracingContext, detect_fake_mode
 
+from .graph_match import Region, find
 from .kernel_op import KernelOp
-
-_RESHAPES = frozenset(("view", "_unsafe_view", "reshape"))
-_VIEWS = _RESHAPES | {"alias", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten", "unflatten"}
-
-
-def _kind(target) -> object:
-    name = getattr(getattr(target, "overloadpacket", None), "__name__", None)
-    return "reshape" if name in _RESHAPES else target
-
-
-def _is_view(node: torch.fx.Node) -> bool:
-    packet = getattr(node.target, "overloadpacket", None)
-    return node.op == "call_function" and getattr(packet, "__name__", None) in _VIEWS
-
-
-class Region:
-    """A kernel's region as Inductor's graph holds it."""
-
-    def __init__(self, kop: KernelOp):
-        from torch._inductor.pattern_matcher import fwd_only
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        n, reference, attrs = len(kop.sample), kop.reference, kop.attrs
-
-        def region(*flat):
-            params = dict(zip(attrs, flat[n:]))
-            outs = torch.func.functional_call(reference, params, tuple(flat[:n]))
-            return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
-
-        state = dict(reference.named_parameters()) | dict(reference.named_buffers())
-        with unset_fake_temporarily(), torch.no_grad():
-            gm = fwd_only(region, [*kop.sample, *(state[a].detach() for a in attrs)])
-        graph = gm.graph
-        self.placeholders = [p for p in graph.nodes if p.op == "placeholder"]
-        self.metas = [tuple(m) for m in kop.pattern.input_meta] + [tuple(kop.pattern.params[a]) for a in attrs]
-        outs = next(p for p in graph.nodes if p.op == "output").args[0]
-        bases: list[torch.fx.Node | None] = [None] * len(kop.bases)
-        for out, base in zip(outs, kop.pattern.bases):
-            while _is_view(out):
-                out = out.args[0]
-            bases[kop.bases.index(base)] = out
-        order = {node: i for i, node in enumerate(graph.nodes)}
-        self.ok = all(isinstance(b, torch.fx.Node) and b.op == "call_function" for b in bases)
-        # the last made first: most of the region lies under it
-        self.bases: list[torch.fx.Node] = [b for b in bases if b is not None]
-        self.search = sorted(self.bases, key=lambda b: order[b])
-        self.gm = gm  # keeps the nodes' graph alive
-
-
-def _fits(node: torch.fx.Node, m: tuple) -> bool:
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return False
-    try:
-        return (tuple(val.shape), tuple(val.stride()), val.dtype) == m
-    except Exception:  # symbolic sizes: not the region's
-        return False
-
-
-def _match(p, g, m: dict) -> bool:
-    """Whether graph value `g` is pattern value `p`, extending the binding `m` (pattern node -> node)."""
-    if isinstance(p, torch.fx.Node):
-        if not isinstance(g, torch.fx.Node):
-            return False
-        if p in m:
-            return m[p] is g
-        if p.op == "placeholder":
-            m[p] = g
-            return True
-        if g.op != "call_function" or _kind(p.target) != _kind(g.target) or p.kwargs.keys() != g.kwargs.keys():
-            return False
-        m[p] = g
-        return _match(list(p.args), list(g.args), m) and all(_match(p.kwargs[k], g.kwargs[k], m) for k in p.kwargs)
-    if isinstance(p, (list, tuple)):
-        return isinstance(g, (list, tuple)) and len(p) == len(g) and all(_match(a, b, m) for a, b in zip(p, g))
-    return type(p) is type(g) and p == g
-
-
-def find(graph: torch.fx.Graph, region: Region, sealed: bool = True) -> list[dict]:
-    """Every occurrence of the region in the graph, as {pattern node: graph node}; none overlap. `sealed`:
-    no value the region makes but does not return is read outside it (False: a training graph's forward,
-    which saves such values for its backward, is only looked at)."""
-    found, used = [], set()
-    first, rest = region.search[-1], region.search[:-1]
-    nodes = list(graph.nodes)
-    for g in nodes:
-        if g in used or g.op != "call_function" or _kind(g.target) != _kind(first.target):
-            continue
-        m: dict | None = {}
-        if not _match(first, g, m):
-            continue
-        for base in rest:  # a value the region returns beside it, not under it (rotary's q beside k)
-            m = m if m is None or base in m else _extend(m, base, [c for c in nodes if c not in used])
-        inside = {v for k, v in (m or {}).items() if k.op != "placeholder"}
-        if m is not None and not used & inside and _holds(m, region, sealed):
-            found.append(m)
-            used |= inside
-    return found
-
-
-def _extend(m: dict, base: torch.fx.Node, candidates: list[torch.fx.Node]) -> dict | None:
-    for c in candidates:
-        tried = dict(m)
-        if c.op == "call_function" and _kind(c.target) == _kind(base.target) and _match(base, c, tried):
-            return tried
-    return None
-
-
-def _holds(m: dict, region: Region, sealed: bool) -> bool:
-    """The inputs are laid out as the region's, and (`sealed`) no value the region makes but does not
-    return is read outside it (a view of an input may be)."""
-    if not all(_fits(m[p], meta) for p, meta in zip(region.placeholders, region.metas) if p in m):
-        return False
-    if any(p not in m for p in region.placeholders):
-        return False
-    inside = {v for k, v in m.items() if k.op != "placeholder"}
-    for p, g in m.items():
-        if not sealed or p.op == "placeholder" or p in region.bases or _is_view(g):
-            continue
-        if any(u not in inside for u in g.users):
-            return False
-    # No input is made from the region's values: the operator could not run before it.
-    args = {m[p] for p in region.placeholders}
-    seen, todo = set(inside), [u for v in inside for u in v.users if u not in inside]
-    while todo:
-        node = todo.pop()
-        if node in args:
-            return False
-        if node not in seen:
-            seen.add(node)
-            todo.extend(node.users)
-    return True
 
 
 def replace(graph: torch.fx.Graph, kop: KernelOp, region: Region, m: dict, renamed: dict) -> None:
@@ -261,7 +125,10 @@ class Replacer:
         previous = self.previous.uuid() if isinstance(self.previous, named) else None
         if self.previous is not None and previous is None:
             return None  # a pass Inductor cannot name: no cache
-        h = hashlib.sha256(Path(__file__).read_bytes() + Path(__file__).with_name("kernel_op.py").read_bytes())
+        here = Path(__file__)
+        h = hashlib.sha256(
+            b"".join(here.with_name(f).read_bytes() for f in (here.name, "graph_match.py", "kernel_op.py"))
+        )
         # The instances too: a graph from Inductor's cache calls each operator with the install it was
         # compiled with, which in another process may be another patch's.
         for name in sorted(f"{k.op_name}:{k.instance}" for k in self.live()):
@@ -316,6 +183,8 @@ def deactivate(kops: list[KernelOp]) -> None:
 
 
 def compile_id() -> object:
-    """The compile torch.compile is in (None outside one): the same while Dynamo traces a frame and while
-    Inductor compiles its graph."""
-    return CompileContext.current_compile_id()
+    """The compile torch.compile is in (None outside one): the same object while Dynamo traces a frame and
+    while Inductor compiles its graph. The compile's own tracing context, not its CompileId: those are
+    counted from 0 again after torch._dynamo.reset(), and a patch installed before would take another's
+    compile for its own (seen: an older patch's kernel took a newer patch's region)."""
+    return TracingContext.try_get()

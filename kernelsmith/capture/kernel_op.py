@@ -19,6 +19,7 @@ keeps calling it after `patch.remove()`: it runs the region's own ops then (its 
 
 import hashlib
 import re
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -66,19 +67,28 @@ class KernelOp:
         self.op_name = re.sub(r"\W", "_", f"{name}_{kernel.key}")
         self.installed = True  # False after patch.remove(): the region's own ops run
         self.live: Callable[[], bool] = lambda: True  # the patch is active (graphs compiled now take the region)
-        self.compiles: set = set()  # the compiles that traced the patched model (its graphs take the region)
+        self.compiles: Any = set()  # the compiles that traced the patched model (its graphs take the region)
         self.graph: Any = None  # the region as Inductor's graphs hold it (graph_pass.Region), traced when first needed
         self._bound: dict[tuple, torch.nn.Module] = {}
+        self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
+        plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]
+        self._one = tuple(self.out_meta[0]) if plain else None  # one output, a value of its own: eager()'s fast path
+        self.tally = mode.counts[name]  # this kernel's counts (Patch.reset_counts zeroes them in place)
         # Each install's own number, a constant of every call: a graph runs the KernelOp of the patch it was
-        # compiled with (its counts, its parameters' binding), whatever else installs the same kernel.
-        self.instance = len(_INSTANCES)
+        # compiled with (its counts, its parameters' binding), whatever else installs the same kernel. Drawn
+        # at random, not counted: Inductor's cache on disk keeps graphs by it (graph_pass's uuid), and a
+        # count restarts in every process, so another process's graph would run this process's install of
+        # the same number (seen: a patch's counts left at 0 while another's rose).
+        self.instance = secrets.randbits(53)
+        while self.instance in _INSTANCES:
+            self.instance = secrets.randbits(53)
         _INSTANCES[self.instance] = self
         self.op = _define(self.op_name)
 
     def call(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         if torch.compiler.is_compiling():
             return self.op(inputs, params, self.instance)  # pyright: ignore[reportCallIssue]
-        return self.run(inputs, params)
+        return self.eager(inputs, params)
 
     def run(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         """The operator's implementation: the region's values from the kernel (or, uninstalled, from the
@@ -100,6 +110,54 @@ class KernelOp:
         self.mode.counts[self.name].fired += 1
         return values
 
+    def op_call(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The operator's implementation (compiled graphs call it): eager()'s values, none of them sharing
+        memory with the operator's arguments or one another (an operator's outputs are its own)."""
+        if not self.installed or self.mode.entered or self.mode.timed is not None:
+            return self.run(inputs, params)
+        if any(x.stride() != m[1] for x, m in zip(inputs, self.pattern.input_meta)):
+            return self.run(inputs, params)  # laid out otherwise by the compiler: restrided there
+        values = self.eager(inputs, params)
+        taken = {x.untyped_storage().data_ptr() for x in (*inputs, *params)}
+        for k, (got, (shape, stride, _)) in enumerate(zip(values, self.out_meta)):
+            where = got.untyped_storage().data_ptr()
+            if where in taken:
+                values[k] = restride(got, shape, stride)
+                where = values[k].untyped_storage().data_ptr()
+            taken.add(where)
+        return values
+
+    def eager(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The region's values, from eager code that has checked the inputs are laid out as the region's
+        (a swapped forward, a rewritten graph): the kernel's forward called straight, no operator, no
+        dispatcher and no copy but a restride. Hand-written: it is the patch's hot path, and a call must
+        cost what a call of the kernel from the model's own source costs (docs/benchmarks.md)."""
+        mode = self.mode
+        if not self.installed or mode.entered or mode.timed is not None:
+            return self.run(inputs, params)
+        forward = self._fast.get(key := tuple(map(id, params)))
+        if forward is None:  # the bound copy holds the parameters: their ids stay theirs while cached
+            attrs = self.kernel.attrs
+            bound = bind(self.kernel.module, {attrs[a]: t for a, t in zip(self.attrs, params)})
+            forward = self._fast[key] = bound.forward
+        outs = forward(*inputs)
+        self.tally.fired += 1
+        one = self._one
+        if one is not None and type(outs) is torch.Tensor and outs.dtype is one[2] and outs.shape == one[0]:
+            return [outs if outs.stride() == one[1] else restride(outs, one[0], one[1])]
+        return self._checked(outs)
+
+    def _checked(self, outs) -> list[torch.Tensor]:
+        """eager()'s values where the kernel returns several, or views of them, or what the region does
+        not make (which raises, saying what it returned)."""
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        values = values_of(self.pattern, outs)
+        result = []
+        for base, (shape, stride, _) in zip(self.bases, self.out_meta):
+            got = values[base]
+            result.append(got if got.stride() == stride else restride(got, shape, stride))
+        return result
+
     def fake(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         device = (inputs or params)[0].device
         return [
@@ -108,7 +166,8 @@ class KernelOp:
 
     def uninstall(self) -> None:
         self.installed = False
-        self._bound.clear()  # the model's tensors are not kept alive by the patch
+        self._bound.clear()
+        self._fast.clear()  # the model's tensors are not kept alive by the patch
 
     def _bind(self, base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Module:
         key = (id(base), *((t.data_ptr(), t.shape, t.stride(), t.dtype, t.device) for t in real.values()))
@@ -132,20 +191,34 @@ class KernelOp:
         return result
 
 
+def instance(number: int) -> "KernelOp | None":
+    """The KernelOp of install `number` (an operator call's constant), if any."""
+    return _INSTANCES.get(number)
+
+
+_LIBRARY: list = []  # the namespace's torch.library.Library, made once a process (it must stay alive)
+
+
 def _define(op_name: str):
     """torch.ops.kernelsmith_patch.<op_name>(inputs, params, instance): defined once a process; a call
-    runs KernelOp number `instance`."""
+    runs KernelOp number `instance`. Defined by torch.library.Library, not torch.library.custom_op:
+    the dispatcher calls the implementation straight (custom_op's Python wrapping cost ~8 us a call on
+    the CPU, benchmarks/patch_host_overhead.py)."""
     if op_name in _DEFINED:
         return _DEFINED[op_name]
+    if not _LIBRARY:
+        _LIBRARY.append(torch.library.Library(NAMESPACE, "FRAGMENT"))
+    library = _LIBRARY[0]
 
     def impl(inputs: list[torch.Tensor], params: list[torch.Tensor], instance: int) -> list[torch.Tensor]:
-        return _INSTANCES[instance].run(inputs, params)
+        return _INSTANCES[instance].op_call(inputs, params)
 
     def fake(inputs: list[torch.Tensor], params: list[torch.Tensor], instance: int) -> list[torch.Tensor]:
         return _INSTANCES[instance].fake(inputs, params)
 
-    op = torch.library.custom_op(f"{NAMESPACE}::{op_name}", impl, mutates_args=())
-    op.register_fake(fake)
+    library.define(f"{op_name}(Tensor[] inputs, Tensor[] params, int instance) -> Tensor[]")
+    library.impl(op_name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{NAMESPACE}::{op_name}", fake, lib=library)
     overload = getattr(getattr(torch.ops, NAMESPACE), op_name).default
     _DEFINED[op_name] = overload
     return overload

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from .kernel_op import KernelOp
-from .pattern import Slot, Step, Tracer, meta
+from .pattern import Slot, Step, Tracer
 
 
 def _same(ours: Step, theirs: Step, names: dict[str, str]) -> bool:
@@ -152,14 +152,19 @@ class Swap:
         self.before = module.__dict__.get("forward")
         original = module.forward
         metas = [tuple(m) for m in kop.pattern.input_meta]
+        fast = _direct_forward(original, kop, index, metas, self.owners, live)
+        if fast is not None:
+            module.forward = fast
+            return
         n = len(metas)
         mode = kop.mode
 
         def body(*args, **kwargs):
             if kwargs or len(args) != n or not live():
                 return original(*args, **kwargs)
-            if not all(isinstance(x, torch.Tensor) and meta(x) == m for x, m in zip(args, metas)):
-                return original(*args)
+            for x, (shape, stride, dtype) in zip(args, metas):
+                if not isinstance(x, torch.Tensor) or x.shape != shape or x.stride() != stride or x.dtype != dtype:
+                    return original(*args)
             params = [getattr(owner, attr) for owner, attr in self.owners]
             if torch.is_grad_enabled() and any(t.requires_grad for t in (*args, *params)):
                 if not torch.compiler.is_compiling():
@@ -174,6 +179,76 @@ class Swap:
             self.module.__dict__["forward"] = self.before
         else:
             del self.module.forward
+
+
+_DIRECT = """def forward({args}):
+    if __ks_live(){checks}:
+        {params}
+        if __ks_grad() and ({grads}):
+            return __ks_recorded({names})
+        return __ks_call([{names}], [{values}])[{index}]
+    return __ks_original({names})
+"""
+
+
+def _direct_forward(original: Callable, kop: KernelOp, index: int, metas: list, owners: list, live) -> Callable | None:
+    """The swapped forward as code of its own, where the original takes exactly the region's inputs, by
+    position or name, none defaulted: each call checks the inputs' layout and autograd in a few lines,
+    reads each parameter from its module's own table, and calls the kernel. Hand-written because it is
+    the patch's hot path (a forward per region per step; docs/benchmarks.md, host cost). None: another
+    signature (forwarding's general wrapper serves it)."""
+    params = list(inspect.signature(original).parameters.values())
+    if len(params) != len(metas) or any(
+        p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params
+    ):
+        return None
+    names = [p.name for p in params]
+    if any(n.startswith("__ks_") for n in names):
+        return None
+    space: dict[str, object] = {
+        "__ks_live": live,
+        "__ks_grad": torch.is_grad_enabled,
+        "__ks_call": kop.call,
+        "__ks_original": original,
+        "__ks_tensor": torch.Tensor,
+    }
+    checks = []
+    for k, (name, (shape, stride, dtype)) in enumerate(zip(names, metas)):
+        space |= {f"__ks_shape{k}": torch.Size(shape), f"__ks_stride{k}": tuple(stride), f"__ks_dtype{k}": dtype}
+        checks.append(
+            f" and type({name}) is __ks_tensor and {name}.dtype is __ks_dtype{k} and {name}.shape == __ks_shape{k}"
+            f" and {name}.stride() == __ks_stride{k}"
+        )
+    reads = []
+    for k, (owner, attr) in enumerate(owners):
+        table = next((t for t in ("_parameters", "_buffers") if attr in getattr(owner, t)), None)
+        if table is None:  # a plain attribute: read as the module reads it
+            space[f"__ks_owner{k}"] = owner
+            reads.append(f"__ks_p{k} = getattr(__ks_owner{k}, {attr!r})")
+        else:  # the module's own table: a parameter set anew lands there too
+            space[f"__ks_table{k}"] = getattr(owner, table)
+            reads.append(f"__ks_p{k} = __ks_table{k}[{attr!r}]")
+    values = [f"__ks_p{k}" for k in range(len(owners))]
+    mode = kop.mode
+
+    def recorded(*args):
+        if not torch.compiler.is_compiling():
+            mode.recorded(kop.name)  # counted, and said once: the model's own ops run
+        return original(*args)
+
+    space["__ks_recorded"] = recorded
+    grads = " or ".join(f"{v}.requires_grad" for v in [*names, *values])
+    source = _DIRECT.format(
+        args=", ".join(names),
+        checks="".join(checks),
+        params="; ".join(reads) or "pass",
+        grads=grads,
+        names=", ".join(names),
+        values=", ".join(values),
+        index=index,
+    )
+    exec(compile(source, f"<kernelsmith forward of {getattr(original, '__qualname__', 'a module')}>", "exec"), space)
+    return space["forward"]  # pyright: ignore[reportReturnType]
 
 
 def _owner(module: torch.nn.Module, name: str) -> tuple[torch.nn.Module, str]:

@@ -33,16 +33,18 @@ import json
 import os
 import re
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from . import graph_pass
+from .eager_graph import Covers
 from .kernel_op import KernelOp, digest, op_ready
 from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
-from .substitute import Counts, Kernel, Substitution
+from .substitute import Counts, Kernel, Substitution, hooks
 
 MANIFEST = "patch.json"
 
@@ -131,19 +133,28 @@ class Patch:
         self.swaps: list[Swap] = []  # modules whose forward calls a kernel's operator
         self.eager_only: dict[str, str] = {}  # a kernel that no compiled graph can take -> why
         self.hooked: list[tuple[str, str]] = []  # (kernel, module path) served by the dispatch mode
+        self.traced: dict[str, list[str]] = {}  # kernel -> the covers whose traced forward calls it (eager)
+        self.covers: Covers | None = None  # the modules whose forward runs as a rewritten graph (eager_graph.py)
         self.unguard: Callable[[], None] | None = None  # puts back the model's forward that _guard wrapped
-        self.compiles: set = set()  # torch.compile's compiles that traced the model (graph_pass.compile_id)
+        # torch.compile's compiles that traced the model (graph_pass.compile_id), held weakly: a compile's
+        # context goes when it ends, and none that is alive is another's.
+        self.compiles: weakref.WeakSet = weakref.WeakSet()
         # Made here, not while traced: Dynamo runs a comptime function made before tracing as it is.
-        self._note = lambda _ctx: self.compiles.add(graph_pass.compile_id())
+        self._note = lambda _ctx: self._noted(graph_pass.compile_id())
 
     @property
     def counts(self) -> dict[str, Counts]:
         return self.mode.counts
 
     def reset_counts(self) -> None:
-        self.mode.counts = {name: Counts() for name in self.mode.kernels}
+        for counts in self.mode.counts.values():  # in place: a kernel's operator holds its own
+            counts.fired = counts.dropped = counts.recomputed = counts.autograd = 0
 
-    def traced(self) -> None:
+    def _noted(self, context) -> None:
+        if context is not None:
+            self.compiles.add(context)
+
+    def noted(self) -> None:
         """Called while torch.compile traces the patched model: the compile is noted, at trace time
         (comptime: no graph break), for the graph pass (graph_pass.py), and `active` is read, so that
         the compiled code guards on it."""
@@ -154,12 +165,15 @@ class Patch:
             return
 
     def served(self, name: str) -> str:
-        """How a kernel serves the model, in words."""
+        """How a kernel serves the model, in words (whether it took its regions: `counts`)."""
         swapped = list(dict.fromkeys(s.path or "the model" for s in self.swaps if s.kop.name == name))
+        traced = [p or "the model" for p in self.traced.get(name, [])]
         hooked = list(dict.fromkeys(path or "the model" for n, path in self.hooked if n == name))
         ways = []
         if swapped:
             ways.append(f"its modules' forward calls it ({', '.join(swapped)})")
+        if traced:
+            ways.append(f"in eager mode the traced forward of {', '.join(traced)} calls it in its regions' place")
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
         ways.append(self.eager_only.get(name) or "torch.compile's graphs call it")
@@ -169,6 +183,9 @@ class Patch:
         for h in self.handles:
             h.remove()
         self.handles = []
+        if self.covers is not None:
+            self.covers.restore()
+            self.covers = None
         for swap in reversed(self.swaps):
             swap.restore()
         self.swaps = []
@@ -264,21 +281,69 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     if patch.ops:
         graph_pass.activate(list(patch.ops.values()))
         patch.unguard = _guard(model, patch)
-    hook = _hooks(patch, mode)
-    for entry in [e for e in spec["kernels"] if e["name"] in built]:
-        name = merged.get(entry["name"]) or entry["name"]
+    _serve(patch, model, [e for e in spec["kernels"] if e["name"] in built])
+    return patch
+
+
+def _covers_of(entry: dict) -> list[str]:
+    """The modules whose calls hold each of the kernel's regions with the views its neighbours make
+    (capture's `covers`); a patch written before capture recorded them: each scope's parent."""
+    if entry.get("covers"):
+        return list(entry["covers"])
+    return sorted({path.rpartition(".")[0] if path else "" for path in entry["scopes"]})
+
+
+def _overlap(a: str, b: str) -> bool:
+    """One module's call holds the other's (or they are one)."""
+    return a == b or not a or not b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
+    """Each kernel's regions, served the cheapest way that takes them (the module's docstring): a swapped
+    forward where a region is a whole module's; else, for an operator, the traced forward of the region's
+    cover; else (a region that writes the model's tensors in place) the dispatch mode, entered around the
+    cover's calls. A cover that holds or is held by one the dispatch mode enters is served by the dispatch
+    mode too: a traced forward does not run hooks of its own modules' calls eagerly."""
+    traced: dict[str, list[str]] = {}  # kernel -> covers
+    hooked: dict[str, list[str]] = {}
+    for entry in entries:
+        name = patch.merged.get(entry["name"]) or entry["name"]
+        kop = patch.ops.get(name)
+        rest = []
         for path in entry["scopes"]:
             module = _scope(model, path)
-            kop = patch.ops.get(name)
             took = whole(kop, module) if kop is not None and not any(s.module is module for s in patch.swaps) else None
             if kop is not None and took is not None:
                 patch.swaps.append(Swap(module, kop, *took, live=lambda: patch.active, path=path))
-                continue
+            elif not any(s.module is module and s.kop is kop for s in patch.swaps):
+                rest.append(path)
+        if rest:
+            (traced if kop is not None else hooked).setdefault(name, []).extend(_covers_of(entry))
+    dispatch = {c for cs in hooked.values() for c in cs}
+    for name in list(traced):
+        if any(_overlap(c, d) for c in traced[name] for d in dispatch):
+            hooked.setdefault(name, []).extend(traced.pop(name))
+    if patch.ops and not hooked:
+        # The model's forward as one traced forward where nothing runs under the dispatch mode: one entry
+        # into Dynamo a forward, and a graph that runs the whole forward with less host time than its
+        # modules do (a swapped forward in it calls its kernel straight); the swapped forwards serve
+        # where Dynamo does not (a frame it gives up on runs as it is).
+        patch.covers = covers = Covers(list(patch.ops.values()), lambda: patch.active, patch.mode.label)
+        covers.wrap(model, "", forwarding)
+    elif traced:
+        patch.covers = covers = Covers([patch.ops[n] for n in traced], lambda: patch.active, patch.mode.label)
+        for path in sorted({c for cs in traced.values() for c in cs}, key=len):
+            if not any(_overlap(path, done) for _, _, _, done in covers.wrapped):
+                covers.wrap(_scope(model, path), path, forwarding)
+    patch.traced = {n: sorted(set(cs)) for n, cs in traced.items()}
+    hook = hooks(patch, patch.mode)
+    for name, paths in hooked.items():
+        for path in sorted(set(paths)):
             pre, post = hook(name)
             patch.hooked.append((name, path))
+            module = _scope(model, path)
             patch.handles.append(module.register_forward_pre_hook(pre))
             patch.handles.append(module.register_forward_hook(post, always_call=True))
-    return patch
 
 
 def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
@@ -291,7 +356,7 @@ def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
 
     def body(*args, **kwargs):
         if torch.compiler.is_compiling():
-            patch.traced()
+            patch.noted()
         return original(*args, **kwargs)
 
     model.forward = forwarding(original, body, by_name=True)  # the model's names (Hugging Face's generate reads them)
@@ -303,39 +368,3 @@ def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
             del model.forward
 
     return unguard
-
-
-def _hooks(patch: Patch, mode: Substitution):
-    """The forward hooks that enter the dispatch mode around a region's module calls (eager only: under
-    torch.compile the swapped forwards and the graph pass serve)."""
-    depth = [0]
-    entered = [False]
-
-    def hooks(name: str):
-        def pre(_module, _args):
-            if torch.compiler.is_compiling():
-                patch.traced()  # the graph pass serves this compile's regions; the dispatch mode stays off
-                return None
-            if not patch.active and not depth[0]:
-                return
-            mode.enabled[name] += 1
-            depth[0] += 1
-            if depth[0] == 1:
-                mode.__enter__()
-                entered[0] = mode.entered = True
-
-        def post(_module, _args, _out):
-            if not entered[0]:
-                return
-            mode.enabled[name] -= 1
-            if not mode.enabled[name]:
-                mode.drop_all(name)
-            depth[0] -= 1
-            if depth[0] == 0:
-                mode.drop_all()
-                mode.__exit__(None, None, None)
-                entered[0] = mode.entered = False
-
-        return pre, post
-
-    return hooks

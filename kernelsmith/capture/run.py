@@ -19,7 +19,7 @@ from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
-from kernelsmith.capture.regions import Region, find_regions
+from kernelsmith.capture.regions import Region, common_call, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key
 from kernelsmith.capture.validate import check_small, check_task
@@ -48,6 +48,9 @@ class CapturedTask:
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
     region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
     share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
+    # The module paths whose calls hold each region with the views it borrows from its neighbours (the
+    # `view` a 3-D Linear makes of its output): where a patch's eager path looks for it.
+    covers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -209,6 +212,7 @@ def capture(
                 sorted({_scope(tape, r.call) for r, _, _ in group}),
                 identity,
                 [share.low, share.high],
+                sorted({_scope(tape, common_call(tape, r.replay)) for r, _, _ in group}),
             )
         )
     profiled = Spread.of([s.total_us for s in samples])

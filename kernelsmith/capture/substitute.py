@@ -329,3 +329,39 @@ def values_of(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
 
 def restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
     return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def hooks(patch, mode: Substitution):
+    """The forward hooks that enter the dispatch mode around a region's module calls (eager only: under
+    torch.compile the swapped forwards and the graph pass serve). `patch`: patch_runtime.Patch."""
+    depth = [0]
+    entered = [False]
+
+    def hooks(name: str):
+        def pre(_module, _args):
+            if torch.compiler.is_compiling():
+                patch.noted()  # the graph pass serves this compile's regions; the dispatch mode stays off
+                return None
+            if not patch.active and not depth[0]:
+                return
+            mode.enabled[name] += 1
+            depth[0] += 1
+            if depth[0] == 1:
+                mode.__enter__()
+                entered[0] = mode.entered = True
+
+        def post(_module, _args, _out):
+            if not entered[0]:
+                return
+            mode.enabled[name] -= 1
+            if not mode.enabled[name]:
+                mode.drop_all(name)
+            depth[0] -= 1
+            if depth[0] == 0:
+                mode.drop_all()
+                mode.__exit__(None, None, None)
+                entered[0] = mode.entered = False
+
+        return pre, post
+
+    return hooks

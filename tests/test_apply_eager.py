@@ -1,0 +1,202 @@
+"""A patch in the default mode (eager) on models a user writes: every region that torch.compile's graph
+pass takes, the eager path takes too (the views a neighbouring module makes included), its kernels run
+in their regions' place, and the model's outputs are its own. The kernels here are their tasks' own
+`Model`, so that outputs compare exactly; `patch.counts` shows which regions were taken."""
+
+from __future__ import annotations
+
+import copy
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO
+
+from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.patch_runtime import install
+from kernelsmith.capture.run import capture
+
+MODELS = """
+import torch
+import torch.nn as nn
+
+
+class MLP(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
+
+    def forward(self, x):  # x: [batch, seq, d]: each Linear views its input to 2-D and its output back
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class ConvNeXtBlock(nn.Module):
+    '''A depthwise 7x7 conv, a permute to channels-last made by this block, then a LayerNorm module
+    and an MLP on the permuted values, layer scale and the residual.'''
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
+        self.norm = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+        self.gamma = nn.Parameter(torch.full((d,), 0.1))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.mlp(self.norm(y)) * self.gamma
+        return x + y.permute(0, 3, 1, 2)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(ConvNeXtBlock(), ConvNeXtBlock())
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlps = nn.ModuleList([MLP(), MLP()])
+
+    def forward(self, x):
+        for mlp in self.mlps:
+            x = x + mlp(x)
+        return x
+
+
+def convnext():
+    torch.manual_seed(0)
+    return Net(), (torch.randn(2, 16, 8, 8),)
+
+
+def stack():
+    torch.manual_seed(0)
+    return Stack(), (torch.randn(2, 5, 16),)
+"""
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("eager")
+    (root / "user_models.py").write_text(textwrap.dedent(MODELS))
+    return root
+
+
+def _patch_all(entry: str, work: Path, skip: tuple[str, ...] = ("addmm", "convolution", "mm.")) -> dict:
+    """Capture `entry` and patch every task whose ops are not a library op's with its own Model as the
+    kernel: the capture's manifest."""
+    capture(entry, work / "cap", forwards=1)
+    manifest = json.loads((work / "cap/capture.json").read_text())
+    kept = []
+    for task in manifest["tasks"]:
+        if task["file"] and not any(op.startswith(s) for op in task["ops"] for s in skip):
+            chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
+            kept.append((chosen, (work / "cap" / task["file"]).read_text() + "\n\nModelNew = Model\n", task))
+    write_patch(work / "patch", work / "cap", manifest, kept)
+    return manifest
+
+
+def _served(entry: str, work: Path, *calls: tuple) -> tuple[object, list]:
+    """The patch installed on a fresh model: (the patch, [(patched output, original output)] per call)."""
+    made = call_entry(entry, "cpu")
+    model, twin = made.model, copy.deepcopy(made.model)
+    patch = install(model, work / "patch")
+    outs = []
+    with torch.no_grad():
+        for args in calls or (made.args,):
+            outs.append((model(*args), twin(*args)))
+    return patch, outs
+
+
+def test_an_activation_after_a_3d_linear_and_a_norm_after_a_permute_are_taken(models: Path, tmp_path: Path):
+    """ConvNeXt's regions: the GELU between two Linears on [batch, h, w, c] (its task's first and last ops
+    are views the Linears make), the LayerNorm after the block's own permute, layer scale + residual."""
+    entry = f"{models / 'user_models.py'}:convnext"
+    manifest = _patch_all(entry, tmp_path)
+    names = {Path(t["file"]).stem: t for t in manifest["tasks"] if t["file"]}
+    gelu = next(n for n, t in names.items() if "gelu.default" in t["ops"])
+    norm = next(n for n, t in names.items() if "native_layer_norm.default" in t["ops"])
+    assert names[gelu]["ops"][0] == "view.default" and names[gelu]["scopes"] == ["blocks.0.mlp.act", "blocks.1.mlp.act"]
+    assert names[gelu]["covers"] == ["blocks.0.mlp", "blocks.1.mlp"]  # the Linears' views are held by the MLP's call
+    assert names[norm]["ops"][0] == "permute.default" and names[norm]["covers"] == ["blocks.0", "blocks.1"]
+    patch, [(got, want)] = _served(entry, tmp_path)
+    assert torch.equal(got, want)
+    assert {gelu, norm} <= set(patch.counts)
+    for name in patch.counts:
+        assert patch.counts[name].fired == 2, (name, patch.counts[name], patch.served(name))  # both blocks
+    assert "traced forward" in patch.served(gelu) and not patch.hooked  # no dispatch mode
+
+
+def test_a_region_is_taken_again_at_each_new_size_and_stays_right(models: Path, tmp_path: Path):
+    """A new sequence length traces the forward again (the region's sizes are specialized, the rest may be
+    dynamic); at a size whose region is not the task's, the model's own ops run there and outputs stay
+    the model's."""
+    entry = f"{models / 'user_models.py'}:stack"
+    manifest = _patch_all(entry, tmp_path)
+    gelu = next(Path(t["file"]).stem for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
+    torch.manual_seed(1)
+    calls = [(torch.randn(2, 5, 16),), (torch.randn(2, 7, 16),), (torch.randn(2, 5, 16),), (torch.randn(2, 9, 16),)]
+    patch, outs = _served(entry, tmp_path, *calls)
+    assert all(torch.equal(got, want) for got, want in outs)
+    assert patch.counts[gelu].fired == 4  # two MLPs at the captured size, twice: the other sizes are not its task's
+
+
+def test_a_transformers_bert_intermediate_gelu_is_taken_in_eager_mode(tmp_path: Path):
+    """BERT's intermediate GELU sits between BertIntermediate's dense and BertOutput's dense on
+    [batch, seq, hidden]: a region the dispatch mode on the GELU's module never saw whole."""
+    pytest.importorskip("transformers")
+    (tmp_path / "bert_model.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from transformers import BertConfig, BertModel
+
+
+            def bert():
+                torch.manual_seed(0)
+                config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                                    vocab_size=100, max_position_embeddings=32)
+                model = BertModel(config, add_pooling_layer=False).eval()
+                ids = torch.randint(0, 100, (2, 12))
+                return model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            """
+        )
+    )
+    entry = f"{tmp_path / 'bert_model.py'}:bert"
+    manifest = _patch_all(entry, tmp_path)
+    gelu = next(Path(t["file"]).stem for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
+    made = call_entry(entry, "cpu")
+    model, twin = made.model, copy.deepcopy(made.model)
+    patch = install(model, tmp_path / "patch")
+    with torch.no_grad():
+        got, want = model(**made.kwargs).last_hidden_state, twin(**made.kwargs).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
+    assert patch.counts[gelu].fired == 2, patch.served(gelu)  # both layers
+
+
+def test_the_llama_final_norm_kernel_alone_is_right_in_eager_mode(tmp_path: Path):
+    """The final norm's task (the last layer's residual add + the model's norm) has the same ops as each
+    layer's add + norm; patched alone in eager mode, it takes the final one only and the logits are the
+    model's (on an H100 the dispatch mode took a region that was not its own: 99.3% of logits wrong)."""
+    pytest.importorskip("transformers")
+    entry = f"{REPO / 'examples/llama_decode/model.py'}:tiny_decode_step"
+    capture(entry, tmp_path / "cap", forwards=1)
+    manifest = json.loads((tmp_path / "cap/capture.json").read_text())
+    task = next(t for t in manifest["tasks"] if t["file"] and t["name"].startswith("llamamodel_llamadecoderlayer"))
+    chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
+    kernel = (tmp_path / "cap" / task["file"]).read_text() + "\n\nModelNew = Model\n"
+    write_patch(tmp_path / "patch", tmp_path / "cap", manifest, [(chosen, kernel, task)])
+    made = call_entry(entry, "cpu")
+    model, twin = made.model, copy.deepcopy(made.model)
+    patch = install(model, tmp_path / "patch")
+    with torch.no_grad():
+        got = model(**copy.deepcopy(made.kwargs)).logits
+        want = twin(**copy.deepcopy(made.kwargs)).logits
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    assert patch.counts[chosen.name].fired == 1  # the final norm; the layers' regions return the add too
