@@ -229,7 +229,8 @@ def test_patch_json_names_the_program_by_its_id_and_keeps_its_iteration(block, t
     assert (entry["program"], entry["iteration"]) == (best.id, best.iteration) == (2, 1)
 
 
-# HONEST, then a Triton kernel that copies the result: on the CPU it runs only in Triton's interpreter.
+# HONEST, then a Triton kernel that copies the result through triton.language's own jitted functions
+# (tl.max, tensor.max, tl.sum): on the CPU it runs only in Triton's interpreter.
 TRITON = (
     HONEST.replace(
         "import torch.nn.functional as F\n",
@@ -243,7 +244,9 @@ TRITON = (
 @triton.jit
 def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+    x = tl.load(src + offs, mask=offs < n, other=0.0)
+    x = x - tl.max(x, axis=0) + x.max(0) + tl.sum(x * 0.0, axis=0)
+    tl.store(dst + offs, x, mask=offs < n)
 
 
 def _copy(x):
@@ -254,17 +257,24 @@ def _copy(x):
 )
 
 
-@pytest.mark.parametrize("triton_first, gpu", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize(
+    "triton_first, set_late, gpu",
+    [(False, False, True), (True, False, False), (True, True, False), (True, False, True)],
+)
 def test_a_patch_of_triton_kernels_used_on_the_cpu_sets_the_interpreter_or_says_it_must_be_set(
-    block, tmp_path: Path, triton_first: bool, gpu: bool
+    block, tmp_path: Path, triton_first: bool, set_late: bool, gpu: bool
 ):
-    """Without TRITON_INTERPRET: the patch sets it before triton is imported, or where torch sees no GPU
-    (Triton can run no other way there); with triton imported and a GPU there, it says what it needs."""
+    """Without TRITON_INTERPRET when Python started: the patch sets it before triton is imported; where
+    triton was imported first (as loading a Hugging Face model does) and torch sees no GPU, triton.language's
+    own jitted functions (tl.sum, tl.max, x.max()) run in the interpreter too, whether the patch or the user
+    set the switch late; with a GPU there, installing refuses in one line, before any forward. `kernelsmith
+    apply` sets the switch before anything imports triton, so only a fresh process shows this."""
     _patch(block, tmp_path, TRITON, "patch_t")
     use = f"""
-import sys, torch
+import os, sys, torch
 sys.path.insert(0, {str(tmp_path)!r})
 {"import triton" if triton_first else ""}
+{"os.environ['TRITON_INTERPRET'] = '1'" if set_late else ""}
 torch.cuda.is_available = lambda: {gpu}
 import block_model, patch_t
 model, (x,) = block_model.make()
@@ -284,8 +294,8 @@ print(torch.allclose(got, want, atol=1e-5), patch.counts["{Path(block[3]["file"]
     if triton_first and gpu:
         assert said == (
             "PatchError: the patch's Triton kernels run on the CPU only in Triton's interpreter: set "
-            "TRITON_INTERPRET=1 before triton is imported (it is imported already and a GPU is there, so the patch "
-            "does not set it)"
+            "TRITON_INTERPRET=1 before Python starts (triton was imported without it, and a GPU is there, so the "
+            "patch does not switch Triton over)"
         ), p.stdout + p.stderr
     else:
         assert said == "True 1", p.stdout + p.stderr
