@@ -55,6 +55,10 @@ def raises():
     return Block(), (torch.randn(4, 31),)
 
 
+def pair_form():
+    return Block(), ((torch.randn(4, 32),), {})
+
+
 class InPlace(nn.Module):
     # In-place ops on a region's input: the model's own input scaled, a ReLU(inplace=True) after a GEMM.
 
@@ -205,6 +209,19 @@ def test_bad_entry_is_one_clear_error(plain_entry: str, entry: str, message: str
     with pytest.raises(UserError) as exc:
         call_entry(entry.format(plain=plain_entry.rsplit(":", 1)[0]), "cpu")
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_inputs_given_as_args_and_kwargs_name_the_forms_and_suggest_the_dict(plain_entry: str, tmp_path: Path):
+    """`(model, (args, kwargs))` is two positional arguments: the forward fails, and the line says why."""
+    with pytest.raises(UserError) as exc:
+        capture(plain_entry.replace(":make", ":pair_form"), tmp_path / "out", forwards=1)
+    said = str(exc.value)
+    assert "the model's forward raised" in said and "\n" not in said
+    assert "inputs as (args, kwargs), which is two positional arguments here" in said
+    assert "return (model, dict(name=value, ...)) for keyword arguments" in said
+    with pytest.raises(UserError) as exc:
+        capture(plain_entry.replace(":make", ":raises"), tmp_path / "out", forwards=1)
+    assert "(args, kwargs)" not in str(exc.value)
 
 
 def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_entry: str, tmp_path: Path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.entry import call_entry, forward_failed
 from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
@@ -149,7 +149,7 @@ def _forward(entry: str, device: str):
             args, kwargs = fresh()
             made.model(*args, **kwargs)  # warm-up: lazy inits and caches happen outside the record
         except Exception as exc:
-            raise UserError(f"ENTRY {entry}: the model's forward raised {type(exc).__name__}: {exc}") from None
+            raise UserError(forward_failed(made, exc)) from None
     return made, fresh
 
 
