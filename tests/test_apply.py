@@ -402,6 +402,35 @@ def test_an_apply_whose_every_kernel_is_left_out_fails_and_says_why(tmp_path: Pa
     assert applied["e2e"]["outputs_match"] and applied["e2e"]["skipped"]
 
 
+def test_apply_on_a_cpu_capture_keeps_kernels_slower_than_their_reference_unless_told(block, tmp_path: Path):
+    """A CPU capture's runs time Triton's interpreter, so every verdict speedup is below 1: --min-speedup
+    defaults to 0 there (1 elsewhere), and `--min-speedup 1` leaves them out, in one line."""
+    _, cap, _, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 0.01)])
+    apply = lambda *a: subprocess.run(
+        [str(KS), "apply", str(run), "--capture", str(cap), "--no-check", *a], capture_output=True, text=True
+    )
+    p = apply("--out", str(tmp_path / "p"))
+    assert p.returncode == 0 and json.loads((tmp_path / "p/apply.json").read_text())["kernels"][0]["why"] is None
+    p = apply("--out", str(tmp_path / "p1"), "--min-speedup", "1")
+    assert p.returncode == 2 and "below --min-speedup 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_patch_folder_that_cannot_be_imported_is_refused_with_a_name_that_can(block, tmp_path: Path):
+    _, cap, _, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 2.0)])
+    out = tmp_path / "patches" / "my patch-1"
+    p = subprocess.run(
+        [str(KS), "apply", str(run), "--capture", str(cap), "--out", str(out), "--no-check"],
+        capture_output=True,
+        text=True,
+    )
+    said = " ".join(p.stderr.split())
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert "'my patch-1' cannot be imported as a package" in said and f"try --out {out.parent}/my_patch_1" in said
+    assert not out.exists()
+
+
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):
     timers = current_timers()
     entry = call_entry(block[0], "cpu")
@@ -517,7 +546,7 @@ print(torch.allclose(got, want, atol=1e-5), sum(c.fired for c in patch.counts.va
     # Bad input: one line, exit 2, nothing written over.
     run = lambda *a: subprocess.run([str(KS), "apply", *a], capture_output=True, text=True, cwd=work, timeout=300)
     runs = sorted(str(d) for d in (work / "runs").iterdir())
-    p = run(*runs, "--capture", "capture", "--out", "p1")
+    p = run(*runs, "--capture", "capture", "--out", "p1", "--min-speedup", "1")
     assert p.returncode == 2 and "below --min-speedup 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     (work / "mine").mkdir()
     (work / "mine/notes.txt").write_text("keep")

@@ -96,8 +96,12 @@ def apply_cmd(
     reps: int = typer.Option(10, "--reps", min=2, help="forwards timed before and after, each"),
     atol: float | None = typer.Option(None, help="absolute tolerance (default: the verdict's for the dtype)"),
     rtol: float | None = typer.Option(None, help="relative tolerance (default: the verdict's for the dtype)"),
-    min_speedup: float = typer.Option(
-        1.0, "--min-speedup", min=0.0, help="leave out kernels whose verdict speedup is below this (CPU: use 0)"
+    min_speedup: float | None = typer.Option(
+        None,
+        "--min-speedup",
+        min=0.0,
+        help="leave out kernels whose verdict speedup is below this (default 1; 0 for a CPU capture, whose runs time "
+        "Triton's interpreter)",
     ),
     accept_slower: Slower = typer.Option(
         Slower.none,
@@ -116,11 +120,15 @@ def apply_cmd(
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
     forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
     unless --accept-slower accepts it."""
-    from kernelsmith.capture.apply import apply_runs
+    from kernelsmith.capture.apply import apply_runs, read_capture
+    from kernelsmith.capture.outdir import importable
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
     try:
+        importable(out)  # the patch is a package: `import NAME`
+        if min_speedup is None:  # a CPU capture's runs time Triton's interpreter: every speedup is below 1
+            min_speedup = 0.0 if read_capture(capture_dir).get("device", "cpu") == "cpu" else 1.0
         done = apply_runs(
             run_dirs,
             capture_dir,
