@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed
 from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import check as check_out
@@ -48,6 +49,8 @@ class CapturedTask:
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
     region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
     share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
+    data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
+    data_dependent_why: str | None = None  # where that count comes from, in one line
 
 
 @dataclass
@@ -134,6 +137,20 @@ def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | 
     return groups
 
 
+def _data_dependent(tape: Tape, groups: dict[str, list[tuple[Region, Rendered | None, str | None]]]) -> dict[str, str]:
+    """Per group whose shapes hold a count of the data (an MoE's tokens per expert): why, in one line, also
+    noted in its task's header."""
+    held = data_dependent(tape)
+    out = {}
+    for key, group in groups.items():
+        why = next((n for r, _, _ in group if (n := region_note(tape, held, r)) is not None), None)
+        if why is not None:
+            out[key] = why
+            if group[0][1] is not None:
+                group[0][1].notes.append(f"data-dependent: {why}")
+    return out
+
+
 def _forward(entry: str, device: str):
     """ENTRY's model and a maker of fresh copies of its inputs, after one warm-up forward."""
     made = call_entry(entry, device)
@@ -170,6 +187,7 @@ def capture(
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
     groups = _grouped(tape)
+    varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
@@ -180,6 +198,7 @@ def capture(
         spent, share = timed[key]
         paths = [module_path(tape, r) for r, _, _ in group]
         identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
+        varies = varying.get(key)
         file = None
         if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
             why = f"beyond --top {top}"
@@ -209,6 +228,8 @@ def capture(
                 sorted({_scope(tape, r.call) for r, _, _ in group}),
                 identity,
                 [share.low, share.high],
+                varies is not None,
+                varies,
             )
         )
     profiled = Spread.of([s.total_us for s in samples])
@@ -227,8 +248,13 @@ def capture(
     )
     if not sources:
         raise UserError(_nothing_written(tasks, min_share))
+    _write(out, sources, result)
+    return result
+
+
+def _write(out: Path, sources: dict[str, str], result: Capture) -> None:
+    """The task files and capture.json, in place of a previous capture's (its seeds kept)."""
     prepare(out, MANIFEST, _owned(out), "capture", SEEDS)
     for file, source in sources.items():
         (out / file).write_text(source, encoding="utf-8")
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
-    return result

@@ -69,6 +69,7 @@ def capture_cmd(
         origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
         low, high = t.share_range
         task = shown(t.file) if t.file else f"[dim]{shown(t.name)}: {shown(t.why)}[/]"
+        task += " [yellow](data-dependent)[/]" if t.data_dependent else ""
         table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
     console.print(table)
     console.print(
@@ -76,6 +77,14 @@ def capture_cmd(
         f"{counted(done.forwards, 'profiled forward')} ({profiled.median / 1000:.3g} ms; "
         f"{profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
     )
+    varies = [t for t in done.tasks if t.data_dependent]
+    if varies:  # an MoE's tokens per expert: each task holds this forward's count
+        first = varies[0]
+        console.print(
+            f"data-dependent: {counted(len(varies), 'task')} hold a count of the data in their shapes; another input "
+            f"may route another count. {shown(first.file or first.name)}: {shown(first.data_dependent_why or '')} "
+            "(capture.json: data_dependent_why, for each)"
+        )
     if done.switched_to_eval:
         console.print(
             "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
