@@ -220,7 +220,8 @@ def test_patch_json_names_the_program_by_its_id_and_keeps_its_iteration(block, t
     assert (entry["program"], entry["iteration"]) == (best.id, best.iteration) == (2, 1)
 
 
-# HONEST, then a Triton kernel that copies the result: on the CPU it runs only in Triton's interpreter.
+# HONEST, then a Triton kernel that copies the result through triton.language's own jitted functions
+# (tl.max, tensor.max, tl.sum): on the CPU it runs only in Triton's interpreter.
 TRITON = (
     HONEST.replace(
         "import torch.nn.functional as F\n",
@@ -234,7 +235,9 @@ TRITON = (
 @triton.jit
 def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+    x = tl.load(src + offs, mask=offs < n, other=0.0)
+    x = x - tl.max(x, axis=0) + x.max(0) + tl.sum(x * 0.0, axis=0)
+    tl.store(dst + offs, x, mask=offs < n)
 
 
 def _copy(x):
@@ -245,17 +248,24 @@ def _copy(x):
 )
 
 
-@pytest.mark.parametrize("triton_first, gpu", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize(
+    "triton_first, set_late, gpu",
+    [(False, False, True), (True, False, False), (True, True, False), (True, False, True)],
+)
 def test_a_patch_of_triton_kernels_used_on_the_cpu_sets_the_interpreter_or_says_it_must_be_set(
-    block, tmp_path: Path, triton_first: bool, gpu: bool
+    block, tmp_path: Path, triton_first: bool, set_late: bool, gpu: bool
 ):
-    """Without TRITON_INTERPRET: the patch sets it before triton is imported, or where torch sees no GPU
-    (Triton can run no other way there); with triton imported and a GPU there, it says what it needs."""
+    """Without TRITON_INTERPRET when Python started: the patch sets it before triton is imported; where
+    triton was imported first (as loading a Hugging Face model does) and torch sees no GPU, triton.language's
+    own jitted functions (tl.sum, tl.max, x.max()) run in the interpreter too, whether the patch or the user
+    set the switch late; with a GPU there, installing refuses in one line, before any forward. `kernelsmith
+    apply` sets the switch before anything imports triton, so only a fresh process shows this."""
     _patch(block, tmp_path, TRITON, "patch_t")
     use = f"""
-import sys, torch
+import os, sys, torch
 sys.path.insert(0, {str(tmp_path)!r})
 {"import triton" if triton_first else ""}
+{"os.environ['TRITON_INTERPRET'] = '1'" if set_late else ""}
 import block_model, patch_t
 model, (x,) = block_model.make()
 with torch.no_grad():
@@ -276,8 +286,8 @@ print(torch.allclose(got, want, atol=1e-5), patch.counts["{Path(block[3]["file"]
     if triton_first and gpu:
         assert said == (
             "PatchError: the patch's Triton kernels run on the CPU only in Triton's interpreter: set "
-            "TRITON_INTERPRET=1 before triton is imported (it is imported already and a GPU is there, so the patch "
-            "does not set it)"
+            "TRITON_INTERPRET=1 before Python starts (triton was imported without it, and a GPU is there, so the "
+            "patch does not switch Triton over)"
         ), p.stdout + p.stderr
     else:
         assert said == "True 1", p.stdout + p.stderr
@@ -384,6 +394,35 @@ def test_an_apply_whose_every_kernel_is_left_out_fails_and_says_why(tmp_path: Pa
     )
     applied = json.loads((tmp_path / "p/apply.json").read_text())
     assert applied["e2e"]["outputs_match"] and applied["e2e"]["skipped"]
+
+
+def test_apply_on_a_cpu_capture_keeps_kernels_slower_than_their_reference_unless_told(block, tmp_path: Path):
+    """A CPU capture's runs time Triton's interpreter, so every verdict speedup is below 1: --min-speedup
+    defaults to 0 there (1 elsewhere), and `--min-speedup 1` leaves them out, in one line."""
+    _, cap, _, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 0.01)])
+    apply = lambda *a: subprocess.run(
+        [str(KS), "apply", str(run), "--capture", str(cap), "--no-check", *a], capture_output=True, text=True
+    )
+    p = apply("--out", str(tmp_path / "p"))
+    assert p.returncode == 0 and json.loads((tmp_path / "p/apply.json").read_text())["kernels"][0]["why"] is None
+    p = apply("--out", str(tmp_path / "p1"), "--min-speedup", "1")
+    assert p.returncode == 2 and "below --min-speedup 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_patch_folder_that_cannot_be_imported_is_refused_with_a_name_that_can(block, tmp_path: Path):
+    _, cap, _, task = block
+    run = _run(tmp_path / "run", cap / task["file"], [(HONEST, 2.0)])
+    out = tmp_path / "patches" / "my patch-1"
+    p = subprocess.run(
+        [str(KS), "apply", str(run), "--capture", str(cap), "--out", str(out), "--no-check"],
+        capture_output=True,
+        text=True,
+    )
+    said = " ".join(p.stderr.split())
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert "'my patch-1' cannot be imported as a package" in said and f"try --out {out.parent}/my_patch_1" in said
+    assert not out.exists()
 
 
 def test_the_check_passes_an_honest_kernel_and_fails_one_that_kept_the_task_weights(block, tmp_path: Path):
@@ -501,7 +540,7 @@ print(torch.allclose(got, want, atol=1e-5), sum(c.fired for c in patch.counts.va
     # Bad input: one line, exit 2, nothing written over.
     run = lambda *a: subprocess.run([str(KS), "apply", *a], capture_output=True, text=True, cwd=work, timeout=300)
     runs = sorted(str(d) for d in (work / "runs").iterdir())
-    p = run(*runs, "--capture", "capture", "--out", "p1")
+    p = run(*runs, "--capture", "capture", "--out", "p1", "--min-speedup", "1")
     assert p.returncode == 2 and "below --min-speedup 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     (work / "mine").mkdir()
     (work / "mine/notes.txt").write_text("keep")

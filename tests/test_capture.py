@@ -55,6 +55,10 @@ def raises():
     return Block(), (torch.randn(4, 31),)
 
 
+def pair_form():
+    return Block(), ((torch.randn(4, 32),), {})
+
+
 class InPlace(nn.Module):
     # In-place ops on a region's input: the model's own input scaled, a ReLU(inplace=True) after a GEMM.
 
@@ -182,6 +186,7 @@ def test_llama_operators_come_out_as_tasks(llama):
     add_norm = has(lambda t: t.module_class == "LlamaDecoderLayer" and {"add.Tensor", "rsqrt.default"} <= _ops(t))
     assert add_norm and add_norm[0].name == "llamadecoderlayer_add_llamarmsnorm"
     assert has(lambda t: any("scaled_dot_product" in op for op in t.ops))  # attention
+    assert not any(t.data_dependent for t in done.tasks)  # no shape here counts the data (masks select none)
     shares = [t.share for t in done.tasks]
     # Shares are measured CPU times here (the forward's Python between ops is in the total): only
     # their order and bounds are the capture's to keep, not their values.
@@ -205,6 +210,19 @@ def test_bad_entry_is_one_clear_error(plain_entry: str, entry: str, message: str
     with pytest.raises(UserError) as exc:
         call_entry(entry.format(plain=plain_entry.rsplit(":", 1)[0]), "cpu")
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_inputs_given_as_args_and_kwargs_name_the_forms_and_suggest_the_dict(plain_entry: str, tmp_path: Path):
+    """`(model, (args, kwargs))` is two positional arguments: the forward fails, and the line says why."""
+    with pytest.raises(UserError) as exc:
+        capture(plain_entry.replace(":make", ":pair_form"), tmp_path / "out", forwards=1)
+    said = str(exc.value)
+    assert "the model's forward raised" in said and "\n" not in said
+    assert "inputs as (args, kwargs), which is two positional arguments here" in said
+    assert "return (model, dict(name=value, ...)) for keyword arguments" in said
+    with pytest.raises(UserError) as exc:
+        capture(plain_entry.replace(":make", ":raises"), tmp_path / "out", forwards=1)
+    assert "(args, kwargs)" not in str(exc.value)
 
 
 def test_out_dir_of_other_files_is_refused_a_previous_capture_replaced(plain_entry: str, tmp_path: Path):
@@ -241,6 +259,61 @@ def test_cli_capture_end_to_end(tmp_path: Path):
     assert manifest["tasks"][3]["why"] == "beyond --top 3" and manifest["measure"] == "CPU time"
     p = run("examples/llama_decode/model.py", "--out", str(tmp_path / "bad"))
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+MOE = """
+import torch
+import torch.nn as nn
+
+
+class MoE(nn.Module):
+    # Top-2 of 4 experts; an expert's tokens are those a boolean mask selects.
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        self.gate = nn.Linear(16, 4)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16)) for _ in range(4))
+
+    def forward(self, x):
+        flat = self.norm(x)
+        w, idx = self.gate(flat).softmax(-1).topk(2, dim=-1)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows = (idx == e).any(-1)
+            out[rows] += expert(flat[rows]) * (w * (idx == e)).sum(-1)[rows, None]
+        return x + out
+
+
+def make():
+    torch.manual_seed(0)
+    return MoE(), (torch.randn(12, 16),)
+"""
+
+
+def test_regions_at_a_count_of_the_data_are_flagged_in_the_table_capture_json_and_the_task(tmp_path: Path):
+    """An MoE's per-expert tasks hold the captured forward's count of tokens routed there: said, not silent."""
+    (tmp_path / "moe.py").write_text(textwrap.dedent(MOE))
+    ks = Path(sys.executable).parent / "kernelsmith"
+    p = subprocess.run(
+        [str(ks), "capture", f"{tmp_path}/moe.py:make", "--out", str(tmp_path / "out"), "--forwards", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stderr
+    tasks = json.loads((tmp_path / "out/capture.json").read_text())["tasks"]
+    flagged = {path: t for t in tasks if t["data_dependent"] for path in t["module_paths"]}
+    assert {f"experts.{e}.1" for e in range(4)} <= set(flagged)  # each expert's GELU, at its count of tokens
+    assert not any(t["data_dependent"] or t["data_dependent_why"] for t in tasks if t["module_class"] == "LayerNorm")
+    why = flagged["experts.0.1"]["data_dependent_why"]
+    assert "is a count of the data (from a boolean mask's selection (aten.index.Tensor) in MoE)" in why
+    count = sum(t["data_dependent"] for t in tasks)
+    assert f"data-dependent: {count} tasks hold a count of the data in their shapes" in said
+    assert "(data-dependent)" in said
+    header = (tmp_path / "out" / flagged["experts.0.1"]["file"]).read_text().split('"""')[1]
+    assert f"Note: data-dependent: {why}" in " ".join(header.split())
 
 
 def test_user_text_is_never_markup_and_the_switch_to_eval_is_said(tmp_path: Path):

@@ -11,6 +11,7 @@ $KERNELSMITH_DEVICE, else cuda when there is one. Needs `pip install 'kernelsmit
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import torch
@@ -53,11 +54,15 @@ def _decode(widths: dict, dtype: torch.dtype, device: str, batch: int, cached: i
         cache.update(k, v, layer)
     inputs = dict(
         input_ids=torch.randint(0, cfg.vocab_size, (batch, 1), device=device),
-        past_key_values=cache,
         position_ids=torch.full((batch, 1), cached, device=device),
-        cache_position=torch.tensor([cached], device=device),
         use_cache=True,
     )
+    # transformers 5 takes the cache as `cache` (`past_key_values` warns, and goes in 5.40) and reads no
+    # `cache_position`; transformers 4 takes `past_key_values` and `cache_position`.
+    if "cache" in inspect.signature(type(model).forward).parameters:
+        inputs["cache"] = cache
+    else:
+        inputs |= dict(past_key_values=cache, cache_position=torch.tensor([cached], device=device))
     return model, inputs
 
 

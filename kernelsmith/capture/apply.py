@@ -40,6 +40,7 @@ RUNTIME = (
     "graph_match.py",
     "graph_pass.py",
     "eager_graph.py",
+    "interpreter.py",
     "patch_runtime.py",
 )
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).

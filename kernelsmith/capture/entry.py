@@ -86,6 +86,20 @@ def _to(value, device: str):
     return value
 
 
+def forward_failed(entry: Entry, exc: Exception) -> str:
+    """The line for a forward that raised; where the inputs look like `(args, kwargs)`, which capture takes
+    as two positional arguments (a pair is ambiguous), it names the forms inputs may take."""
+    said = f"ENTRY {entry.spec}: the model's forward raised {type(exc).__name__}: {exc}"
+    pair = len(entry.args) == 2 and not entry.kwargs
+    if pair and isinstance(entry.args[0], (tuple, list)) and isinstance(entry.args[1], dict):
+        said += (
+            " (the factory returned inputs as (args, kwargs), which is two positional arguments here: inputs are a "
+            "tuple or list of positional arguments, a dict of keyword arguments or one tensor; return "
+            "(model, dict(name=value, ...)) for keyword arguments)"
+        )
+    return said
+
+
 def call_entry(spec: str, device: str) -> Entry:
     """Call ENTRY's factory for `device` and check what it returned."""
     factory = load_factory(spec)

@@ -3,6 +3,8 @@ A folder holding anything else is refused, so that nothing a user keeps there is
 
 from __future__ import annotations
 
+import keyword
+import re
 import shutil
 from pathlib import Path
 
@@ -37,3 +39,17 @@ def prepare(out: Path, manifest: str, owned: set[str], what: str, kept: str | No
     for p in out.iterdir():
         if not _kept(p, kept):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def importable(out: Path, flag: str = "--out") -> None:
+    """A UserError unless `out`'s folder name can be imported as a package (`import my_patch`): a patch
+    folder is one."""
+    name = out.resolve().name
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return
+    fixed = re.sub(r"\W", "_", name)
+    fixed = f"patch_{fixed}" if not fixed or fixed[0].isdigit() or keyword.iskeyword(fixed) else fixed
+    raise UserError(
+        f"{flag} {out}: {name!r} cannot be imported as a package (letters, digits and _, not starting with a digit, "
+        f"not a Python keyword): try {flag} {out.parent / fixed}"
+    )

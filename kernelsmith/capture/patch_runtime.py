@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
 import sys
 import weakref
 from collections.abc import Callable
@@ -41,6 +39,7 @@ import torch
 
 from . import graph_pass
 from .eager_graph import Covers
+from .interpreter import interpret_triton
 from .kernel_op import KernelOp, digest, op_ready
 from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
@@ -232,26 +231,6 @@ def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
     return merged
 
 
-def _interpret_triton(root: Path, spec: dict) -> None:
-    """On the CPU, Triton kernels run only in Triton's interpreter (TRITON_INTERPRET=1, read when a kernel
-    is defined). The patch sets it, as `kernelsmith apply` does, when triton is not imported yet, or when
-    torch sees no GPU (then no Triton kernel in the process can run any other way). Where triton is
-    imported and a GPU is there, something else may use Triton on it: the patch leaves the switch alone
-    and says what it needs."""
-    uses = any(_USES_TRITON.search((root / e["kernel"]).read_text(encoding="utf-8")) for e in spec["kernels"])
-    if not uses or os.environ.get("TRITON_INTERPRET", "").lower() in ("1", "true", "yes", "on"):
-        return
-    if "triton" in sys.modules and torch.cuda.is_available():
-        raise PatchError(
-            "the patch's Triton kernels run on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1 "
-            "before triton is imported (it is imported already and a GPU is there, so the patch does not set it)"
-        )
-    os.environ["TRITON_INTERPRET"] = "1"
-
-
-_USES_TRITON = re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE)
-
-
 def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.device | None = None) -> Patch:
     root = Path(patch_dir)
     spec = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
@@ -259,7 +238,9 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else torch.device("cpu")
     if torch.device(device).type == "cpu":
-        _interpret_triton(root, spec)
+        refused = interpret_triton(root, spec)
+        if refused is not None:
+            raise PatchError(refused)
     built, skipped = {}, {}
     for entry in spec["kernels"]:
         try:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.capture.entry import call_entry
+from kernelsmith.capture.data_dependent import data_dependent, region_note
+from kernelsmith.capture.entry import call_entry, forward_failed
 from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
@@ -51,6 +52,8 @@ class CapturedTask:
     # The module paths whose calls hold each region with the views it borrows from its neighbours (the
     # `view` a 3-D Linear makes of its output): where a patch's eager path looks for it.
     covers: list[str] = field(default_factory=list)
+    data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
+    data_dependent_why: str | None = None  # where that count comes from, in one line
 
 
 @dataclass
@@ -137,6 +140,20 @@ def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | 
     return groups
 
 
+def _data_dependent(tape: Tape, groups: dict[str, list[tuple[Region, Rendered | None, str | None]]]) -> dict[str, str]:
+    """Per group whose shapes hold a count of the data (an MoE's tokens per expert): why, in one line, also
+    noted in its task's header."""
+    held = data_dependent(tape)
+    out = {}
+    for key, group in groups.items():
+        why = next((n for r, _, _ in group if (n := region_note(tape, held, r)) is not None), None)
+        if why is not None:
+            out[key] = why
+            if group[0][1] is not None:
+                group[0][1].notes.append(f"data-dependent: {why}")
+    return out
+
+
 def _forward(entry: str, device: str):
     """ENTRY's model and a maker of fresh copies of its inputs, after one warm-up forward."""
     made = call_entry(entry, device)
@@ -152,7 +169,7 @@ def _forward(entry: str, device: str):
             args, kwargs = fresh()
             made.model(*args, **kwargs)  # warm-up: lazy inits and caches happen outside the record
         except Exception as exc:
-            raise UserError(f"ENTRY {entry}: the model's forward raised {type(exc).__name__}: {exc}") from None
+            raise UserError(forward_failed(made, exc)) from None
     return made, fresh
 
 
@@ -173,6 +190,7 @@ def capture(
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
     groups = _grouped(tape)
+    varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
@@ -195,26 +213,7 @@ def capture(
             if why is None:
                 file = f"{names[key]}.py"
                 sources[file] = source
-        cls = tape.calls[region.call].cls if region.call is not None else tape.model_class
-        tasks.append(
-            CapturedTask(
-                rank,
-                names[key],
-                file,
-                paths,
-                cls,
-                len(group),
-                share.median,
-                spent,
-                file is not None,
-                why,
-                [tape.ops[i].name for i in region.ops],
-                sorted({_scope(tape, r.call) for r, _, _ in group}),
-                identity,
-                [share.low, share.high],
-                sorted({_scope(tape, common_call(tape, r.replay)) for r, _, _ in group}),
-            )
-        )
+        tasks.append(_task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key)))
     profiled = Spread.of([s.total_us for s in samples])
     result = Capture(
         entry=entry,
@@ -231,8 +230,48 @@ def capture(
     )
     if not sources:
         raise UserError(_nothing_written(tasks, min_share))
+    _write(out, sources, result)
+    return result
+
+
+def _task(
+    tape: Tape,
+    group: list,
+    rank: int,
+    name: str,
+    file: str | None,
+    why: str | None,
+    spent: float,
+    share: Spread,
+    identity: str,
+    varies: str | None,
+) -> CapturedTask:
+    """One group of regions (the same layer in every block) as capture.json records it."""
+    region = group[0][0]
+    return CapturedTask(
+        rank=rank,
+        name=name,
+        file=file,
+        module_paths=[module_path(tape, r) for r, _, _ in group],
+        module_class=tape.calls[region.call].cls if region.call is not None else tape.model_class,
+        calls=len(group),
+        share=share.median,
+        time_us=spent,
+        validated=file is not None,
+        why=why,
+        ops=[tape.ops[i].name for i in region.ops],
+        scopes=sorted({_scope(tape, r.call) for r, _, _ in group}),
+        region=identity,
+        share_range=[share.low, share.high],
+        covers=sorted({_scope(tape, common_call(tape, r.replay)) for r, _, _ in group}),
+        data_dependent=varies is not None,
+        data_dependent_why=varies,
+    )
+
+
+def _write(out: Path, sources: dict[str, str], result: Capture) -> None:
+    """The task files and capture.json, in place of a previous capture's (its seeds kept)."""
     prepare(out, MANIFEST, _owned(out), "capture", SEEDS)
     for file, source in sources.items():
         (out / file).write_text(source, encoding="utf-8")
     (out / MANIFEST).write_text(json.dumps(asdict(result), indent=1) + "\n", encoding="utf-8")
-    return result

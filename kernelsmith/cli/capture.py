@@ -69,6 +69,7 @@ def capture_cmd(
         origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
         low, high = t.share_range
         task = shown(t.file) if t.file else f"[dim]{shown(t.name)}: {shown(t.why)}[/]"
+        task += " [yellow](data-dependent)[/]" if t.data_dependent else ""
         table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
     console.print(table)
     console.print(
@@ -76,6 +77,14 @@ def capture_cmd(
         f"{counted(done.forwards, 'profiled forward')} ({profiled.median / 1000:.3g} ms; "
         f"{profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
     )
+    varies = [t for t in done.tasks if t.data_dependent]
+    if varies:  # an MoE's tokens per expert: each task holds this forward's count
+        first = varies[0]
+        console.print(
+            f"data-dependent: {counted(len(varies), 'task')} hold a count of the data in their shapes; another input "
+            f"may route another count. {shown(first.file or first.name)}: {shown(first.data_dependent_why or '')} "
+            "(capture.json: data_dependent_why, for each)"
+        )
     if done.switched_to_eval:
         console.print(
             "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
@@ -96,8 +105,12 @@ def apply_cmd(
     reps: int = typer.Option(10, "--reps", min=2, help="forwards timed before and after, each"),
     atol: float | None = typer.Option(None, help="absolute tolerance (default: the verdict's for the dtype)"),
     rtol: float | None = typer.Option(None, help="relative tolerance (default: the verdict's for the dtype)"),
-    min_speedup: float = typer.Option(
-        1.0, "--min-speedup", min=0.0, help="leave out kernels whose verdict speedup is below this (CPU: use 0)"
+    min_speedup: float | None = typer.Option(
+        None,
+        "--min-speedup",
+        min=0.0,
+        help="leave out kernels whose verdict speedup is below this (default 1; 0 for a CPU capture, whose runs time "
+        "Triton's interpreter)",
     ),
     accept_slower: Slower = typer.Option(
         Slower.none,
@@ -116,11 +129,15 @@ def apply_cmd(
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
     forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
     unless --accept-slower accepts it."""
-    from kernelsmith.capture.apply import apply_runs
+    from kernelsmith.capture.apply import apply_runs, read_capture
+    from kernelsmith.capture.outdir import importable
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
     try:
+        importable(out)  # the patch is a package: `import NAME`
+        if min_speedup is None:  # a CPU capture's runs time Triton's interpreter: every speedup is below 1
+            min_speedup = 0.0 if read_capture(capture_dir).get("device", "cpu") == "cpu" else 1.0
         done = apply_runs(
             run_dirs,
             capture_dir,
