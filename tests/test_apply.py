@@ -18,10 +18,11 @@ from conftest import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelsmith.capture.apply import Applied, Chosen, choose, read_capture, write_patch
-from kernelsmith.capture.e2e import check, current_timers
+from kernelsmith.capture.e2e import check, current_timers, trials
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import capture
+from kernelsmith.capture.yardstick import measure
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
 
@@ -421,9 +422,13 @@ def test_the_check_sees_the_kernels_output_one_off_by_1e_3_fails(block, tmp_path
     )
     assert off != HONEST
     entry = call_entry(block[0], "cpu")
-    done = check(entry, install(entry.model, _patch(block, tmp_path, off, "patch_off")), "cpu", reps=2)
+    yard = measure(entry.model, trials(entry), "cpu")  # the float64 run, before the patch is installed
+    done = check(entry, install(entry.model, _patch(block, tmp_path, off, "patch_off")), "cpu", reps=2, yardstick=yard)
     assert not done.outputs_match and list(done.fired.values()) == [1.0] and not done.timings
     assert done.max_abs_err == pytest.approx(1e-3, rel=1e-3) and "out of tolerance" in (done.mismatch or "")
+    # Judged against the model's own rounding too: ~1e-7 at float32, the kernel's 1e-3 thousands of times past it.
+    assert done.outputs_rule == "own error" and done.own_error is not None and done.own_error.ratio > 1000
+    assert "more than 4x" in (done.mismatch or "")
     chosen = Chosen("runs/x", Path(block[3]["file"]).stem, block[3]["share"], block[3]["calls"], 2.0, 1)
     assert Applied(str(tmp_path / "patch_off"), "e", "cpu", [chosen], done).failure == done.mismatch
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.capture.e2e import E2E, check, current_timers
+from kernelsmith.capture import yardstick
+from kernelsmith.capture.e2e import E2E, check, current_timers, trials
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.capture.outdir import prepare
@@ -267,12 +268,13 @@ def apply_runs(
             os.environ["TRITON_INTERPRET"] = "1"
         timers = current_timers()  # before any kernel module is imported
         entry = call_entry(manifest["entry"], device)
+        yard = yardstick.measure(entry.model, trials(entry), device)  # before the patch is on the model
         try:
             patch = install(entry.model, out, device)
         except PatchError as exc:
             raise UserError(f"the patch does not fit the model: {exc}") from None
         try:
-            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode) for mode in modes]
+            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode, yard) for mode in modes]
         finally:
             patch.remove()
         applied.e2e = applied.checks[0]

@@ -194,7 +194,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
     if not e2e.trials:  # the patched forward raised: the message says how
         console.print(f"{label}[red]{shown(e2e.mismatch)}[/]")
     elif e2e.outputs_match:
-        console.print(f"{label}outputs match {model} on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
+        console.print(f"{label}outputs match {model} on {e2e.trials} inputs {shown(e2e.outputs_said)}")
     else:
         console.print(f"{label}[red]outputs differ from {model}[/]: {shown(e2e.mismatch)}")
     if e2e.graph_breaks:
