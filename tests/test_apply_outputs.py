@@ -1,14 +1,18 @@
 """The end-to-end check's outputs judged as a verdict judges (issue 47): against the model's own rounding in
 the same mode, measured by a higher-precision run of the model, with the flat tolerance as the other way
-to pass. CPU."""
+to pass; apply.json's pass/fail and a failed patch folder (issue 46). CPU."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from test_apply import HONEST, _run, block  # noqa: F401  (block: the fixture)
+from typer.testing import CliRunner
 
 from kernelsmith.capture.apply import Chosen, write_patch
 from kernelsmith.capture.e2e import check, trials
@@ -17,6 +21,7 @@ from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
 from kernelsmith.capture.yardstick import measure
+from kernelsmith.cli.app import app
 
 MODELS = """
 import torch
@@ -155,3 +160,40 @@ def test_a_model_that_cannot_run_in_float64_is_judged_by_the_flat_tolerance_and_
     )
     assert done.outputs_match and done.outputs_rule == FLAT and done.yardstick is None
     assert done.outputs_said.endswith(f"; no higher-precision run ({yard.why})")
+
+
+def _apply(block, tmp_path: Path, code: str, label: str):  # noqa: F811
+    _, cap, _, task = block
+    run = _run(tmp_path / f"run_{label}", cap / task["file"], [(code, 2.0)])
+    out = tmp_path / label
+    said = CliRunner().invoke(app, ["apply", str(run), "--capture", str(cap), "--out", str(out), "--reps", "2"])
+    return said, out, json.loads((out / "apply.json").read_text())
+
+
+def _package(out: Path):
+    spec = importlib.util.spec_from_file_location(out.name, out / "__init__.py", submodule_search_locations=[str(out)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[out.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_apply_json_says_whether_the_patch_passed_and_a_failed_patch_folder_says_so(block, tmp_path, monkeypatch):  # noqa: F811
+    """Issue 46: apply.json had no pass/fail. It says `passed` and the reason in one line; patch.json
+    says the same, and the package's apply() warns when the patch failed its check."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # apply sets it for the CPU: put back after the test
+    off = HONEST.replace("self.weight, 1e-6))", "self.weight, 1e-6)) * (1 + 1e-3)")
+    said, out, applied = _apply(block, tmp_path, off, "patch_off")
+    assert said.exit_code == 1 and applied["passed"] is False, said.output
+    assert applied["reason"] == applied["e2e"]["mismatch"] and "\n" not in applied["reason"]
+    assert f"more than {OWN_ERROR_MULTIPLE:g}x" in applied["reason"] and applied["e2e"]["outputs_rule"] == OWN
+    assert json.loads((out / "patch.json").read_text())["check"] == {"passed": False, "reason": applied["reason"]}
+    model = call_entry(block[0], "cpu").model
+    with pytest.warns(UserWarning, match="patch_off: FAILED kernelsmith apply's end-to-end check: output tensor 0"):
+        _package(out).apply(model).remove()
+    said, out, applied = _apply(block, tmp_path, HONEST, "patch_ok")
+    assert said.exit_code == 0 and applied["passed"] is True, said.output
+    assert applied["reason"].startswith("passed in eager: outputs within the flat tolerance")
+    assert json.loads((out / "patch.json").read_text())["check"]["passed"] is True
+    assert "outputs match the model's on 3 inputs within the flat tolerance" in " ".join(said.output.split())
