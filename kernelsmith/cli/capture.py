@@ -163,6 +163,17 @@ def _kernels_table(done: Applied) -> Table:
     return table
 
 
+def _agreement(kind: str, subject: str = "") -> str:
+    """gains.agreement() in words: a spread too wide to compare says "cannot tell", never "agrees"."""
+    from kernelsmith.capture.gains import AGREES, DISAGREES, TELL_SPREAD
+
+    if kind == AGREES:
+        return f"{subject}agree{'' if subject else 's'} within the spreads"
+    if kind == DISAGREES:
+        return f"[yellow]{subject}disagree{'' if subject else 's'} beyond the spreads[/]"
+    return f"cannot tell: a spread's high is over {TELL_SPREAD:g}x its low, too wide to compare"
+
+
 def _say_check(done: Applied) -> None:
     """The end-to-end check's lines: how each kernel serves, each mode's outputs and times, and the
     verdict last."""
@@ -174,7 +185,7 @@ def _say_check(done: Applied) -> None:
     if done.capture_times:  # the same quantities capture measured, on the original forward
         said = [
             f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
-            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
+            + _agreement(c.agreement)
             for c in done.capture_times
         ]
         console.print(f"capture's original forward against the original here: {'; '.join(said)}")
@@ -214,7 +225,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
         if p is not None and p.measure == t.measure:  # the prediction beside the measurement
             note += f"; predicted {p.speedup:.3g}x ({p.low:.3g}-{p.high:.3g})"
             note += f" from the verdicts over {p.covered:.1%} of the forward"
-            note += "" if p.agrees else " [yellow](they disagree beyond the spreads)[/]"
+            note += f" ({_agreement(p.agreement, 'they ')})"
         console.print(
             f"{label}{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
             f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
