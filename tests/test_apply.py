@@ -493,6 +493,8 @@ def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
     assert any("silu_mul" in n and e2e["fired"][n] == 2 for n in e2e["fired"])  # both layers' MLPs
     # both layers' rotary embedding + key cache append (its first op begins the residual add's pattern too)
     assert any("mul_neg_cat_add" in n and e2e["fired"][n] == 2 for n in e2e["fired"])
+    # The layers' add + norm kernel takes the final norm's region too, and the table says so beside its calls.
+    assert "served by this kernel)" in out and applied["passed"] is True, out
     # The patch is a package that needs torch only: import it in a fresh interpreter and use it.
     use = f"""
 import copy, sys, torch

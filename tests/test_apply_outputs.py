@@ -14,14 +14,15 @@ import pytest
 from test_apply import HONEST, _run, block  # noqa: F401  (block: the fixture)
 from typer.testing import CliRunner
 
-from kernelsmith.capture.apply import Chosen, write_patch
-from kernelsmith.capture.e2e import check, trials
+from kernelsmith.capture.apply import Applied, Chosen, write_patch
+from kernelsmith.capture.e2e import E2E, check, trials
 from kernelsmith.capture.e2e_outputs import FLAT, OWN, OWN_ERROR_MULTIPLE
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
 from kernelsmith.capture.yardstick import measure
 from kernelsmith.cli.app import app
+from kernelsmith.cli.capture import _kernels_table
 
 MODELS = """
 import torch
@@ -197,3 +198,16 @@ def test_apply_json_says_whether_the_patch_passed_and_a_failed_patch_folder_says
     assert applied["reason"].startswith("passed in eager: outputs within the flat tolerance")
     assert json.loads((out / "patch.json").read_text())["check"]["passed"] is True
     assert "outputs match the model's on 3 inputs within the flat tolerance" in " ".join(said.output.split())
+
+
+def test_a_kernel_that_takes_another_tasks_regions_says_so_beside_its_calls():
+    """Issue 46: "calls 3, taken per forward 4" with no word that the 4th is another task's region (the
+    final norm, whose ops are the layers' add + norm), served by this kernel."""
+    layers = Chosen("runs/a", "add_norm", 0.2, 3, 1.1, 1)
+    final = Chosen("runs/b", "final_norm", 0.05, 1, 1.1, 2)
+    e2e = E2E(True, None, 0.0, 3, fired={"add_norm": 4.0}, merged={"final_norm": "add_norm"})
+    table = _kernels_table(Applied("p", "m.py:make", "cpu", [layers, final], e2e))
+    rows = {r: [str(c._cells[r]) for c in table.columns] for r in range(len(table.rows))}
+    assert rows[0][3:5] == ["3", "4"]
+    assert rows[0][5] == "applied (its 3 captured calls and final_norm's 1: same ops, served by this kernel)"
+    assert rows[1][5] == "same ops as add_norm: that kernel takes its regions"

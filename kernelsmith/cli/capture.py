@@ -156,11 +156,24 @@ def _kernels_table(done: Applied) -> Table:
         status = shown(c.why) if c.why else ("applied" if done.took(c) else "[red]never took its region[/]")
         if merged and not c.why:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
+        elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
+            status += f" ({_others(done, e2e, c.name)})"
         if e2e is not None and c.name in e2e.skipped:
             status, taken = f"not substituted: {shown(e2e.skipped[c.name])}", "-"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
         table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status)
     return table
+
+
+def _others(done: Applied, e2e: E2E, name: str) -> str:
+    """Why a kernel takes more regions per forward than its task's captured calls: it serves the tasks
+    whose regions have its ops too."""
+    calls = {c.name: c.calls for c in done.kernels}
+    merged = [n for n, keeper in e2e.merged.items() if keeper == name and n != name]
+    if not merged:
+        return f"more than its {calls.get(name, 0)} captured calls"
+    said = ", ".join(f"{shown(n)}'s {calls.get(n, 0)}" for n in merged)
+    return f"its {calls.get(name, 0)} captured calls and {said}: same ops, served by this kernel"
 
 
 def _agreement(kind: str, subject: str = "") -> str:
