@@ -17,10 +17,11 @@ import torch
 from conftest import REPO, OpsRan
 
 from kernelsmith.capture.apply import Applied, Chosen, choose, read_capture, write_patch
-from kernelsmith.capture.e2e import check, current_timers
+from kernelsmith.capture.e2e import check, current_timers, trials
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import capture
+from kernelsmith.capture.yardstick import measure
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
 
@@ -454,9 +455,13 @@ def test_the_check_sees_the_kernels_output_one_off_by_1e_3_fails(block, tmp_path
     )
     assert off != HONEST
     entry = call_entry(block[0], "cpu")
-    done = check(entry, install(entry.model, _patch(block, tmp_path, off, "patch_off")), "cpu", reps=2)
+    yard = measure(entry.model, trials(entry), "cpu")  # the float64 run, before the patch is installed
+    done = check(entry, install(entry.model, _patch(block, tmp_path, off, "patch_off")), "cpu", reps=2, yardstick=yard)
     assert not done.outputs_match and list(done.fired.values()) == [1.0] and not done.timings
     assert done.max_abs_err == pytest.approx(1e-3, rel=1e-3) and "out of tolerance" in (done.mismatch or "")
+    # Judged against the model's own rounding too: ~1e-7 at float32, the kernel's 1e-3 thousands of times past it.
+    assert done.outputs_rule == "own error" and done.own_error is not None and done.own_error.ratio > 1000
+    assert "more than 4x" in (done.mismatch or "")
     chosen = Chosen("runs/x", Path(block[3]["file"]).stem, block[3]["share"], block[3]["calls"], 2.0, 1)
     assert Applied(str(tmp_path / "patch_off"), "e", "cpu", [chosen], done).failure == done.mismatch
 
@@ -521,6 +526,8 @@ def test_the_llama_example_end_to_end_on_the_cpu(tmp_path: Path):
     assert any("silu_mul" in n and e2e["fired"][n] == 2 for n in e2e["fired"])  # both layers' MLPs
     # both layers' rotary embedding + key cache append (its first op begins the residual add's pattern too)
     assert any("mul_neg_cat_add" in n and e2e["fired"][n] == 2 for n in e2e["fired"])
+    # The layers' add + norm kernel takes the final norm's region too, and the table says so beside its calls.
+    assert "served by this kernel)" in out and applied["passed"] is True, out
     # The patch is a package that needs torch only: import it in a fresh interpreter and use it.
     use = f"""
 import copy, sys, torch

@@ -206,7 +206,7 @@ def test_apply_reports_the_change_the_verdicts_predict_beside_the_measured_one(g
     out = " ".join(said.output.split())
     p = applied["prediction"]
     assert p["speedup"] == pytest.approx(p["measured"]) and p["low"] < p["speedup"] < p["high"] and p["agrees"]
-    assert "predicted" in out and "(they disagree beyond the spreads)" not in out, out
+    assert "predicted" in out and "(they agree within the spreads)" in out and p["agreement"] == "agrees", out
     # A capture whose forward took twice as long disagrees with apply's original forward, and says so.
     manifest = json.loads((cap / "capture.json").read_text())
     doubled = {k: v * 2 for k, v in manifest["profiled_us"].items()}

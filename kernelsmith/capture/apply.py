@@ -18,7 +18,9 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.capture.e2e import E2E, check, current_timers
+from kernelsmith.capture import yardstick
+from kernelsmith.capture.e2e import E2E, check, current_timers, trials
+from kernelsmith.capture.e2e_outputs import FLAT
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.capture.outdir import prepare
@@ -43,7 +45,8 @@ RUNTIME = (
     "interpreter.py",
     "patch_runtime.py",
 )
-INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them).
+INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them; its "check" says
+whether they passed the end-to-end check, apply.json how: apply() warns when they did not).
 
     import {package}
     patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
@@ -60,13 +63,20 @@ triton is not imported yet or torch sees no GPU; otherwise it asks for it (set i
 imports triton).
 """
 
+import json
+import warnings
 from pathlib import Path
 
 from .patch_runtime import install
 
 
 def apply(model, device=None):
-    return install(model, Path(__file__).parent, device)
+    here = Path(__file__).parent
+    check = json.loads((here / "patch.json").read_text(encoding="utf-8")).get("check") or {{}}
+    if not check.get("passed"):
+        why = check.get("reason") or "it was not checked"
+        warnings.warn(f"{{here.name}}: FAILED kernelsmith apply's end-to-end check: {{why}} (apply.json says more)")
+    return install(model, here, device)
 '''
 
 
@@ -179,6 +189,15 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
     return len(entries)
 
 
+def mark(out: Path, passed: bool, reason: str) -> None:
+    """patch.json says whether the patch passed its end-to-end check, and why not (the package's apply()
+    warns when it did not)."""
+    path = out / PATCH_MANIFEST
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec["check"] = {"passed": passed, "reason": reason}
+    path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+
+
 @dataclass
 class Applied:
     out_dir: str
@@ -191,6 +210,8 @@ class Applied:
     slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
     prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
     capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
+    passed: bool = False  # the end-to-end check ran and passed (a slower forward only where accepted)
+    reason: str = "the end-to-end check did not run"  # one line: why it passed or failed
 
     @property
     def ok(self) -> bool:
@@ -234,6 +255,18 @@ class Applied:
             )
         return None
 
+    def verdict(self) -> tuple[bool, str]:
+        """(passed, the reason in one line): the check ran and passed, or why not."""
+        checks = self.checks or ([self.e2e] if self.e2e is not None else [])
+        if not checks:
+            return False, "not checked (--no-check)"
+        if self.failure is not None:
+            return False, self.failure
+        rule = lambda e: "within the flat tolerance" if e.outputs_rule == FLAT else "within the model's own error"
+        said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, its kernels took their regions" for e in checks)
+        accepted = "; ".join(f"{s.line} ({s.accepted})" for s in self.slower)
+        return True, f"{said}, but the patched forward is slower: {accepted}" if accepted else said
+
     def took(self, c: Chosen, e: E2E | None = None) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
         e = e or self.e2e
@@ -271,12 +304,13 @@ def apply_runs(
             os.environ["TRITON_INTERPRET"] = "1"
         timers = current_timers()  # before any kernel module is imported
         entry = call_entry(manifest["entry"], device)
+        yard = yardstick.measure(entry.model, trials(entry), device)  # before the patch is on the model
         try:
             patch = install(entry.model, out, device)
         except PatchError as exc:
             raise UserError(f"the patch does not fit the model: {exc}") from None
         try:
-            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode) for mode in modes]
+            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode, yard) for mode in modes]
         finally:
             patch.remove()
         applied.e2e = applied.checks[0]
@@ -287,5 +321,7 @@ def apply_runs(
         if eager is not None:
             applied.prediction = predict(eager, parts, measure)
             applied.capture_times = against_capture(eager, manifest, device)
+    applied.passed, applied.reason = applied.verdict()
+    mark(out, applied.passed, applied.reason)
     (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
     return applied

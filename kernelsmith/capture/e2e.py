@@ -1,14 +1,15 @@
 """The patched model against the original, end to end: outputs on fresh inputs, each kernel seen to
 take its regions, and the forward's time before and after.
 
-The rules are a verdict's: outputs compare with the verdict's tolerances (evaluate.checks) on the
-captured inputs and on inputs whose floating tensors are redrawn (same shape, mean and spread; integer
-tensors such as token ids and positions are kept, they carry the model's structure); a kernel that
-never takes its region fails the check (its work was not done by it); the timers are checked to be the
-same objects after the kernels ran as before. Times (forward_time.py): the forward's time as capture
-measures it (on CUDA the device time of its kernels: what a CUDA-graph server pays; on the CPU its CPU
-time, relative only), its wall time beside it (on CUDA the eager time), and each kernel's time in the
-patched forward.
+The rules are a verdict's: outputs are judged against the model's own rounding in the same mode, by its
+error against a higher-precision run of the model (yardstick.py, e2e_outputs.py), with the verdict's flat
+tolerances as the other way to pass, on the captured inputs and on inputs whose floating tensors are
+redrawn (same shape, mean and spread; integer tensors such as token ids and positions are kept, they
+carry the model's structure); a kernel that never takes its region fails the check (its work was not
+done by it); the timers are checked to be the same objects after the kernels ran as before. Times
+(forward_time.py): the forward's time as capture measures it (on CUDA the device time of its kernels:
+what a CUDA-graph server pays; on the CPU its CPU time, relative only), its wall time beside it (on CUDA
+the eager time), and each kernel's time in the patched forward.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernelsmith.capture.e2e_outputs import FLAT, OwnError, judge
 from kernelsmith.capture.entry import Entry
 from kernelsmith.capture.forward_time import Spread, Timing, time_forwards
 from kernelsmith.capture.patch_runtime import Patch
 from kernelsmith.capture.tape import tensors_in
+from kernelsmith.capture.yardstick import Yardstick
 from kernelsmith.errors import one_line
-from kernelsmith.evaluate.checks import compare_tensor, tolerances
 
 TRIALS = 3  # the captured inputs, then two redraws
 
@@ -32,9 +34,13 @@ TRIALS = 3  # the captured inputs, then two redraws
 @dataclass
 class E2E:
     outputs_match: bool
-    mismatch: str | None  # the first output out of tolerance, as a verdict says it
+    mismatch: str | None  # the first output out of tolerance, as a verdict says it, with the rule's numbers
     max_abs_err: float
     trials: int
+    outputs_rule: str = FLAT  # which rule decided the outputs (e2e_outputs.py): "flat tolerance" or "own error"
+    outputs_said: str = ""  # the outputs' verdict in one line, with its numbers
+    own_error: OwnError | None = None  # the deciding output's errors against the yardstick
+    yardstick: str | None = None  # the higher-precision run's dtype (None: none ran; outputs_said says why)
     fired: dict[str, float] = field(default_factory=dict)  # kernel -> regions taken per forward
     merged: dict[str, str] = field(default_factory=dict)  # kernel -> the kernel that takes its regions
     skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why its region cannot be taken
@@ -68,19 +74,6 @@ def _held(output) -> list[torch.Tensor]:
     return [t.detach().clone() for t in _leaves(output)]
 
 
-def _compare(ref_l: list[torch.Tensor], got_l: list[torch.Tensor], atol, rtol) -> tuple[str | None, float]:
-    if len(ref_l) != len(got_l):
-        return f"the patched model returned {len(got_l)} tensors, the model {len(ref_l)}", float("inf")
-    worst = 0.0
-    for k, (r, g) in enumerate(zip(ref_l, got_l)):
-        a, rt = tolerances(r.dtype, atol, rtol)
-        c = compare_tensor(r.detach(), g.detach(), a, rt, f"output tensor {k}")
-        worst = max(worst, c.max_abs_err or 0.0)
-        if not c.ok:
-            return c.message, worst if c.max_abs_err is not None else float("inf")
-    return None, worst
-
-
 def current_timers() -> tuple:
     """The timers as a kernel module would reach them: compared before and after the kernels ran."""
     return (
@@ -108,6 +101,16 @@ def runner(model, mode: str):
     return replay
 
 
+def trials(entry: Entry) -> list:
+    """The check's inputs, (args, kwargs) each: the captured ones, then TRIALS - 1 redraws (the same on
+    every call, so that the yardstick runs on the inputs the check runs)."""
+    base = (entry.args, entry.kwargs)
+    return [copy.deepcopy(base)] + [_redraw(base, seed) for seed in range(1, TRIALS)]
+
+
+WHOSE = {"eager": "the model's", "compile": "the compiled model's", "graphs": "the graph-replayed model's"}
+
+
 def graph_breaks(model, patch: Patch, make) -> tuple[list[int], list[str]]:
     """torch._dynamo.explain of the model and of the patched model: their graph breaks, and the patched
     model's reasons."""
@@ -132,21 +135,24 @@ def check(
     rtol: float | None = None,
     timers: tuple | None = None,
     mode: str = "eager",
+    yardstick: Yardstick | None = None,
 ) -> E2E:
     """`patch` is installed on `entry.model`; `timers` are `current_timers()` from before the kernels
-    were loaded. In the compiled modes the original is the model compiled without the patch (the patch
-    inactive: torch.compile compiles each state apart), and the regions taken are those of one forward
-    (under CUDA graphs the kernels' Python runs only when a graph is recorded)."""
+    were loaded; `yardstick`: `yardstick.measure` of the model on `trials(entry)`, made before the patch
+    was installed (None: the flat tolerance decides alone, and the result says so). In the compiled modes
+    the original is the model compiled without the patch (the patch inactive: torch.compile compiles each
+    state apart), and the regions taken are those of one forward (under CUDA graphs the kernels' Python
+    runs only when a graph is recorded)."""
     model, base = entry.model, (entry.args, entry.kwargs)
     make = lambda: copy.deepcopy(base)
-    trials = [make()] + [_redraw(base, seed) for seed in range(1, TRIALS)]
+    inputs = trials(entry)
     breaks = graph_breaks(model, patch, make) if mode != "eager" else ([], [])
     run = runner(model, mode)
     with torch.no_grad():
         patch.active = False
         args, kwargs = make()
         run(*args, **kwargs)  # warm-up: lazy inits (and the original's compile) happen outside the comparison
-        refs = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in trials]
+        refs = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in inputs]
         patch.active = True
         patch.reset_counts()
         try:
@@ -154,22 +160,22 @@ def check(
                 args, kwargs = make()
                 run(*args, **kwargs)  # the patched model's compile, and its one forward the counts read
                 once = {name: float(c.fired) for name, c in patch.counts.items()}
-            gots = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in trials]
+            gots = [_held(run(*copy.deepcopy(a), **copy.deepcopy(k))) for a, k in inputs]
         except Exception as exc:  # a kernel's own failure (a launch error, a wrong output): the check's verdict
             patch.active = False
             message = one_line(f"the patched model raised {type(exc).__name__}: {exc}", 300)
-            return E2E(False, message, float("inf"), 0, mode=mode)
-        fired = once if mode != "eager" else {name: c.fired / len(trials) for name, c in patch.counts.items()}
-        mismatch, worst = None, 0.0
-        for ref, got in zip(refs, gots):
-            m, w = _compare(ref, got, atol, rtol)
-            worst = max(worst, w)
-            mismatch = mismatch or m
+            return E2E(False, message, float("inf"), 0, outputs_said=message, mode=mode)
+        fired = once if mode != "eager" else {name: c.fired / len(inputs) for name, c in patch.counts.items()}
+        yard = yardstick or Yardstick(None, why="none was made for this check")
+        outputs = judge(refs, gots, yard.outputs or None, yard.dtype, WHOSE[mode], atol, rtol, yard.why)
         skipped = dict(patch.skipped) | (dict(patch.eager_only) if mode != "eager" else {})
-        result = E2E(mismatch is None, mismatch, worst, len(trials), fired, dict(patch.merged), skipped, mode=mode)
+        result = E2E(outputs.ok, outputs.mismatch, outputs.max_abs_err, len(inputs), mode=mode)
+        result.fired, result.merged, result.skipped = fired, dict(patch.merged), skipped
+        result.outputs_rule, result.outputs_said, result.own_error = outputs.rule, outputs.said, outputs.own_error
+        result.yardstick = yard.dtype
         result.graph_breaks, result.break_reasons = breaks
         result.served = {name: patch.served(name) for name in patch.mode.kernels}
-        if mismatch is None:
+        if outputs.ok:
             result.timings, result.kernel_ms = time_forwards(run, make, patch, device, reps, mode)
     if timers is not None and current_timers() != timers:
         result.forged = "a timer (time.perf_counter, torch.cuda.synchronize/Event or torch.profiler) was replaced"

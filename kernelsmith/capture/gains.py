@@ -6,9 +6,10 @@ that cost it.
 The prediction: each kernel's verdict speedup k over the share s of the captured forward its regions
 took (its task's share, and those of the tasks merged into it, times the share of their captured calls
 it took) gives the forward 1 - sum(s) + sum(s / k) of its time; its spread is each verdict speedup's
-own noise (evaluate/measuring/noise.py). It disagrees with the measurement when their spreads do not
-overlap. Capture's times of the original forward (its profiled forwards' and its wall times' spreads)
-agree with apply's when the two spreads, each widened by AGREE_FLOOR, overlap.
+own noise (evaluate/measuring/noise.py). Two figures with spreads (the prediction and the measurement;
+capture's time of the original forward and apply's, each widened by AGREE_FLOOR) disagree when their
+spreads do not overlap; they agree when the spreads overlap and each is narrow enough to say anything
+(its high at most TELL_SPREAD times its low, both finite and positive); otherwise no one can tell.
 
 A measure is slower when the patched forward's spread lies above the original's (beyond both spreads).
 Each kernel's time before is its regions' share of the forward in capture's profile (where capture
@@ -31,6 +32,28 @@ from kernelsmith.capture.forward_time import Spread, Timing
 # spread either saw (clocks, caches, the allocator, the host's load), relative: provisional.
 AGREE_FLOOR = {"device time": 0.05, "eager time": 0.10, "CPU time": 0.30, "CPU wall time": 0.30}
 
+# The widest spread (high over low) with which two figures can be said to agree. A kernel's gain on a
+# forward is rarely beyond 2x, so a spread whose high is twice its low holds both "no change" and the
+# largest gain expected: overlapping it says nothing (issue 46: "predicted 0.0009x (0.0004-inf)" was said
+# to agree; so were medians 300x apart).
+TELL_SPREAD = 2.0
+
+AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
+
+
+def told(low: float, high: float) -> bool:
+    """A spread narrow enough to compare: finite, positive, high at most TELL_SPREAD times low."""
+    return 0 < low <= high < float("inf") and high <= TELL_SPREAD * low
+
+
+def agreement(a: tuple[float, float], b: tuple[float, float], widen: float = 0.0) -> str:
+    """Whether two figures with spreads (low, high) agree: AGREES, DISAGREES (the spreads, each widened by
+    the relative `widen`, do not overlap) or CANNOT_TELL (they overlap, but a spread is too wide to say)."""
+    (a_low, a_high), (b_low, b_high) = a, b
+    if a_low * (1 - widen) > b_high * (1 + widen) or b_low * (1 - widen) > a_high * (1 + widen):
+        return DISAGREES
+    return AGREES if told(a_low, a_high) and told(b_low, b_high) else CANNOT_TELL
+
 
 @dataclass
 class Part:
@@ -52,10 +75,12 @@ class Prediction:
     measured: float  # what apply measured, and its spread (before over after)
     measured_low: float
     measured_high: float
-    agrees: bool = field(init=False)  # the two spreads overlap
+    agreement: str = field(init=False)  # AGREES, DISAGREES or CANNOT_TELL (see agreement())
+    agrees: bool = field(init=False)  # agreement is AGREES
 
     def __post_init__(self):
-        self.agrees = self.low <= self.measured_high and self.measured_low <= self.high
+        self.agreement = agreement((self.low, self.high), (self.measured_low, self.measured_high))
+        self.agrees = self.agreement == AGREES
 
 
 @dataclass
@@ -65,12 +90,14 @@ class CaptureTime:
     measure: str
     capture_ms: Spread
     here_ms: Spread
-    agrees: bool = field(init=False)  # the two spreads, widened by AGREE_FLOOR, overlap
+    agreement: str = field(init=False)  # AGREES, DISAGREES or CANNOT_TELL, the spreads widened by AGREE_FLOOR
+    agrees: bool = field(init=False)  # agreement is AGREES
 
     def __post_init__(self):
-        floor = AGREE_FLOOR.get(self.measure, 0.3)
         c, h = self.capture_ms, self.here_ms
-        self.agrees = c.low * (1 - floor) <= h.high * (1 + floor) and h.low * (1 - floor) <= c.high * (1 + floor)
+        floor = AGREE_FLOOR.get(self.measure, 0.3)
+        self.agreement = agreement((c.low, c.high), (h.low, h.high), floor)
+        self.agrees = self.agreement == AGREES
 
 
 @dataclass

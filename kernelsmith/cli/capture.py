@@ -173,11 +173,35 @@ def _kernels_table(done: Applied) -> Table:
         status = shown(c.why) if c.why else ("applied" if done.took(c) else "[red]never took its region[/]")
         if merged and not c.why:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
+        elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
+            status += f" ({_others(done, e2e, c.name)})"
         if e2e is not None and c.name in e2e.skipped:
             status, taken = f"not substituted: {shown(e2e.skipped[c.name])}", "-"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
         table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status)
     return table
+
+
+def _others(done: Applied, e2e: E2E, name: str) -> str:
+    """Why a kernel takes more regions per forward than its task's captured calls: it serves the tasks
+    whose regions have its ops too."""
+    calls = {c.name: c.calls for c in done.kernels}
+    merged = [n for n, keeper in e2e.merged.items() if keeper == name and n != name]
+    if not merged:
+        return f"more than its {calls.get(name, 0)} captured calls"
+    said = ", ".join(f"{shown(n)}'s {calls.get(n, 0)}" for n in merged)
+    return f"its {calls.get(name, 0)} captured calls and {said}: same ops, served by this kernel"
+
+
+def _agreement(kind: str, subject: str = "") -> str:
+    """gains.agreement() in words: a spread too wide to compare says "cannot tell", never "agrees"."""
+    from kernelsmith.capture.gains import AGREES, DISAGREES, TELL_SPREAD
+
+    if kind == AGREES:
+        return f"{subject}agree{'' if subject else 's'} within the spreads"
+    if kind == DISAGREES:
+        return f"[yellow]{subject}disagree{'' if subject else 's'} beyond the spreads[/]"
+    return f"cannot tell: a spread's high is over {TELL_SPREAD:g}x its low, too wide to compare"
 
 
 def _say_check(done: Applied) -> None:
@@ -191,7 +215,7 @@ def _say_check(done: Applied) -> None:
     if done.capture_times:  # the same quantities capture measured, on the original forward
         said = [
             f"{c.measure} {c.capture_ms.median:.4g} ms ({c.capture_ms.low:.4g}-{c.capture_ms.high:.4g}): "
-            + ("agrees" if c.agrees else "[yellow]disagrees beyond the spreads[/]")
+            + _agreement(c.agreement)
             for c in done.capture_times
         ]
         console.print(f"capture's original forward against the original here: {'; '.join(said)}")
@@ -211,7 +235,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
     if not e2e.trials:  # the patched forward raised: the message says how
         console.print(f"{label}[red]{shown(e2e.mismatch)}[/]")
     elif e2e.outputs_match:
-        console.print(f"{label}outputs match {model} on {e2e.trials} inputs (max abs err {e2e.max_abs_err:.3g})")
+        console.print(f"{label}outputs match {model} on {e2e.trials} inputs {shown(e2e.outputs_said)}")
     else:
         console.print(f"{label}[red]outputs differ from {model}[/]: {shown(e2e.mismatch)}")
     if e2e.graph_breaks:
@@ -231,7 +255,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
         if p is not None and p.measure == t.measure:  # the prediction beside the measurement
             note += f"; predicted {p.speedup:.3g}x ({p.low:.3g}-{p.high:.3g})"
             note += f" from the verdicts over {p.covered:.1%} of the forward"
-            note += "" if p.agrees else " [yellow](they disagree beyond the spreads)[/]"
+            note += f" ({_agreement(p.agreement, 'they ')})"
         console.print(
             f"{label}{t.measure} per forward: {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) -> {a.median:.4g} ms "
             f"({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{note}"
