@@ -6,10 +6,10 @@ the same run directory resumes: the archive is rebuilt from the store and only t
 not yet stored are run, so every iteration exists exactly once whatever was killed when.
 
 A child whose code is that of a program already stored in the run (up to formatting, comments and
-docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
-that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
-as an iteration; so does one whose code another iteration is evaluating at that moment, once that
-program is stored (evolve/reuse.py).
+docstrings, and on the CPU launch options: `kernelsmith.identity`), its parent most often, is not
+evaluated again: it takes that program's verdict, its `eval` record says which (`Program.reused_from`),
+and it still counts as an iteration; so does one whose code another iteration is evaluating at that
+moment, once that program is stored (evolve/reuse.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.reuse import VerdictReuse
 from kernelsmith.evolve.start import StartFiles, tuner_start_failure, use_seed
 from kernelsmith.evolve.store import RunStore
-from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
+from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer, runs_in_interpreter
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import counted
@@ -135,9 +135,6 @@ class Engine:
                 self.done += 1
             if self.best is not None and row.id == self.best.id:
                 self.since_best = 0
-        # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
-        for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.reuse.add(code, pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -177,7 +174,7 @@ class Engine:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
         program.descriptors = describe(code, program.eval, self.cfg.archive.features)
-        annotate(program, self.tuning.hopper)
+        annotate(program, self.tuning.hopper, self.tuning.interpreted)
         return program
 
     async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
@@ -355,6 +352,8 @@ class Engine:
             else:  # nothing left to run: do not start a judge only to ask
                 self.hardware = self.store.get_meta("hardware") or {}
             self.tuning.hopper = hopper_or_newer(self.hardware)
+            self.tuning.interpreted = runs_in_interpreter(self.hardware)  # launch options count for nothing
+            self.reuse.load(self.tuning.interpreted)
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
