@@ -152,3 +152,19 @@ def test_eval_table_counts_one_launch(monkeypatch):
     result = EvalResult(status=Status.correct, correct=True, device="cpu", triton_kernels=["k"], kernel_launches=1)
     eval_cli.print_result(result, "task", "candidate")
     assert "k  (1 launch in trials)" in eval_cli.console.file.getvalue()
+
+
+def test_a_faster_program_that_is_not_the_new_best_says_it_is_within_noise():
+    """Issue 46, item 4: a correct program faster than the best was printed beside an unchanged best
+    with no reason; the rule is that it is not faster beyond both programs' timing noise."""
+    from kernelsmith.evolve.engine import Event
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.run import progress_line
+
+    best = Program(0, 0, "seed", "x", "correct", speedup=1.0, id=1)
+    faster = Program(1, 0, "tune", "y", "correct", parent_id=1, speedup=2.0, id=2)
+    slower = Program(2, 0, "tune", "z", "correct", parent_id=1, speedup=0.5, id=3)
+    assert progress_line(Event(faster, best, False, 1, 2)).endswith("correct 2x; best 1x (#1) (within noise of #1)")
+    assert progress_line(Event(slower, best, False, 2, 2)).endswith("correct 0.5x; best 1x (#1)")
+    assert progress_line(Event(faster, faster, True, 1, 2)).endswith("best 2x (#2) [bold green]new best[/]")
+

@@ -9,7 +9,8 @@ A child whose code is that of a program already stored in the run (up to formatt
 docstrings, and on the CPU launch options: `kernelsmith.identity`), its parent most often, is not
 evaluated again: it takes that program's verdict, its `eval` record says which (`Program.reused_from`),
 and it still counts as an iteration; so does one whose code another iteration is evaluating at that
-moment, once that program is stored (evolve/reuse.py).
+moment, once that program is stored (evolve/reuse.py). On the CPU the first success is timed again
+to measure the run's noise floor before it is stored (evolve/noise_floor.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
+from kernelsmith.evolve.noise_floor import NoiseFloorProbe
 from kernelsmith.evolve.outputs import previous_elapsed, write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, improves_on
@@ -94,6 +96,7 @@ class Engine:
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
         self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
+        self.noise = NoiseFloorProbe(self.store, backend, task)  # a CPU run's floor, measured
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -278,6 +281,7 @@ class Engine:
                 )
             else:
                 program = await self._propose(iteration, island, rng)
+            await self.noise.settle(program, first_success=self.best is None)  # before the first success
             return self._record(program)
         finally:
             self.reuse.release(iteration)
@@ -291,7 +295,7 @@ class Engine:
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
-        improved = improves_on(p, self.best)  # beyond both programs' timing noise (best_of's rule)
+        improved = improves_on(p, self.best, self.noise.floors)  # beyond both programs' noise (best_of's rule)
         if p.iteration > 0:
             self.since_best += 1
             self.done += 1
