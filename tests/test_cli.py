@@ -322,3 +322,68 @@ def test_no_profiler_chatter_on_stderr(tmp_path):
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, p.stderr
     assert "USDT" not in p.stderr and "profiler_start" not in p.stderr, p.stderr
+
+
+CPU_SIZED_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+
+
+N = 4096
+CPU_SIZES = {"N": 8}
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_task_with_cpu_sizes_run_at_full_size_on_the_cpu_is_told_to_add_small(tmp_path, case):
+    """Issue 46, item 4: the README's `eval --device cpu` without --small ran a suite task at GPU sizes,
+    timed out after minutes and said nothing of the size: it says so at the start, in one line, and a
+    timeout names --small."""
+    task = tmp_path / "task.py"
+    task.write_text(CPU_SIZED_TASK)
+    p = ks("eval", task, case("fault_hang"), "--device", "cpu", "--timeout", "3", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    note = f"note: {task} declares CPU_SIZES but runs at full size on the CPU"
+    lines = p.stderr.strip().splitlines()
+    assert lines[0].startswith(note) and lines[0].endswith(": add --small to cut it to its CPU_SIZES"), p.stderr
+    assert "timeout" in p.stdout
+    assert (
+        lines[-1]
+        == "note: it ran out of time at the task's full size on the CPU: add --small to cut it to its CPU_SIZES"
+    )
+    small = ks("eval", task, case("fault_hang"), "--device", "cpu", "--small", "--timeout", "3", "--no-cache")
+    assert "note:" not in small.stderr and "timeout" in small.stdout, small.stderr
+
+
+def test_a_tuner_start_that_timed_out_at_full_size_on_the_cpu_names_small_not_the_seed():
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.start import tuner_start_failure
+    from kernelsmith.task import Task
+
+    task = Task.from_source(CPU_SIZED_TASK, name="t")
+    start = Program(
+        0, 0, "seed", "x", "timeout", error="no answer during correctness trial 1 before the time limit", id=1
+    )
+    said = tuner_start_failure(start, task, on_cpu=True)
+    assert said.endswith(
+        "ran out of time: no answer during correctness trial 1 before the time limit; the task declares CPU_SIZES "
+        "but runs at full size on the CPU (Triton's interpreter: minutes a call): add --small to cut it to its "
+        "CPU_SIZES and run the command again"
+    ), said
+    assert "fix the seed file" not in said
+    for other in (tuner_start_failure(start, task, on_cpu=False), tuner_start_failure(start, None, on_cpu=True)):
+        assert other.endswith("fix the seed file and run the same command again")  # on a GPU the seed is at fault
+    cut = Task.from_source(CPU_SIZED_TASK.replace("N = 4096", "N = 8"), name="t")  # --small: the sizes are cut
+    assert "fix the seed file" in tuner_start_failure(start, cut, on_cpu=True)
+

@@ -20,6 +20,7 @@ from kernelsmith.cli.common import (
     console,
     evolve_overrides,
     fail,
+    note_full_size,
 )
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
@@ -110,6 +111,7 @@ def evolve_cmd(
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator.value)
         run_dir = run_dir or default_run_dir(task)
+        note_full_size(t, task, cfg.evaluation.device)
         summary = _search(
             t, task, seed_code, cfg, run_dir, mutator.value, inductor_seed and not small, quiet or json_out
         )

@@ -361,7 +361,7 @@ class Engine:
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
-                raise UserError(tuner_start_failure(self.store.at_iteration(0)))
+                raise UserError(tuner_start_failure(self.store.at_iteration(0), self.task, self.tuning.interpreted))
             await self._loop(todo)
             await self.profiler.drain()
         finally:
