@@ -387,3 +387,68 @@ def test_a_tuner_start_that_timed_out_at_full_size_on_the_cpu_names_small_not_th
     cut = Task.from_source(CPU_SIZED_TASK.replace("N = 4096", "N = 8"), name="t")  # --small: the sizes are cut
     assert "fix the seed file" in tuner_start_failure(start, cut, on_cpu=True)
 
+
+MY_MODEL = '''import torch
+import torch.nn as nn
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.act, self.down = nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+def make():
+    return MLP(), (torch.randn(32, 64),)
+'''
+GELU_SEED = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476)), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x0):
+        x0 = x0.contiguous()
+        out = torch.empty_like(x0)
+        BLOCK = 256
+        gelu_kernel[(triton.cdiv(x0.numel(), BLOCK),)](x0, out, x0.numel(), BLOCK=BLOCK)
+        return out
+'''
+
+
+def test_the_readme_walkthrough_for_a_model_of_ones_own_runs_on_the_cpu(tmp_path):
+    """Issue 46, item 4: the README's CPU walkthrough (capture -> a seed -> tune -> apply -> load the
+    patch), each command as written, on a model the project never saw (fewer iterations)."""
+    import shlex
+
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("Your own model on the CPU") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("   #", 1)[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+    commands = [shlex.split(c) for c in commands if c and not c.startswith("#")]
+    assert [c[:2] for c in commands] == [["kernelsmith", "capture"], ["kernelsmith", "evolve"]] + [
+        ["kernelsmith", "apply"],
+        ["python", "-c"],
+    ]
+    (tmp_path / "mymodel.py").write_text(MY_MODEL)
+    (tmp_path / "gelu_seed.py").write_text(GELU_SEED)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a user's shell has none
+    said = []
+    for words in commands:
+        program = str(KERNELSMITH) if words[0] == "kernelsmith" else sys.executable
+        args = ["2" if w == "6" and words[1] == "evolve" else w for w in words[1:]]  # --iterations 2
+        p = subprocess.run([program, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        assert p.returncode == 0, (words, p.stdout[-3000:], p.stderr[-3000:])
+        said.append(p.stdout)
+    assert "gelu.py" in said[0] and "-> check passed" in said[2], said
+    assert "'gelu': Counts(fired=1" in said[3], said[3]  # the loaded patch's kernel took its region
