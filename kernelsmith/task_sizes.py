@@ -138,7 +138,7 @@ def load_task(path: Path, small: bool = False, name: str | None = None) -> Task:
 
 # What a task that declares CPU_SIZES and is run at full size on the CPU is told: at the start, and
 # when its evaluation runs out of time (the interpreter takes minutes a call at GPU sizes).
-FULL_SIZE_ON_CPU = "declares CPU_SIZES but runs at full size on the CPU (Triton's interpreter: minutes a call)"
+FULL_SIZE_ON_CPU = "declares CPU_SIZES but runs at full size on the CPU (in Triton's interpreter: up to minutes a call)"
 ADD_SMALL = "add --small to cut it to its CPU_SIZES"
 
 

@@ -378,7 +378,7 @@ def test_a_tuner_start_that_timed_out_at_full_size_on_the_cpu_names_small_not_th
     said = tuner_start_failure(start, task, on_cpu=True)
     assert said.endswith(
         "ran out of time: no answer during correctness trial 1 before the time limit; the task declares CPU_SIZES "
-        "but runs at full size on the CPU (Triton's interpreter: minutes a call): add --small to cut it to its "
+        "but runs at full size on the CPU (in Triton's interpreter: up to minutes a call): add --small to cut it to its "
         "CPU_SIZES and run the command again"
     ), said
     assert "fix the seed file" not in said
