@@ -2,7 +2,10 @@
 
 One class serves `evolve`, `evolve-suite` and `bench`. Lines printed through `say` scroll above
 the live part; on a terminal that is not interactive (CI logs, pipes) the live part is drawn
-once when it stops, so logs hold the final state and every line, without redraw noise.
+once when it stops, so logs hold the final state and every line, without redraw noise. Nothing is
+drawn before the work says where it stands (a first step, or a resumed run's stored state): a
+command refused at its start shows its error alone, not an empty bar and "no correct program yet"
+above a run that has correct programs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ class LiveProgress:
     def __init__(self, console: Console, what: str, total: int):
         self.console = console
         self.counts: Counter[str] = Counter()
-        self.best: str = "no correct program yet"
+        self.best: str | None = None  # None: not known yet (nothing stepped or resumed)
+        self.known = False  # whether anything was stepped or resumed: until then nothing is drawn
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -57,10 +61,13 @@ class LiveProgress:
         )
 
     def _render(self) -> Group:
+        if not self.known:
+            return Group()
         counts = Text("  ")
         for status, n in sorted(self.counts.items()):
             counts.append(f"{status} {n}  ", style=STATUS_STYLE.get(status, ""))
-        return Group(self.progress, Text(f"  best so far: {self.best}", style="bold"), counts)
+        best = [Text(f"  best so far: {self.best}", style="bold")] if self.best is not None else []
+        return Group(self.progress, *best, counts)
 
     def __enter__(self) -> LiveProgress:
         self.live.__enter__()
@@ -76,21 +83,20 @@ class LiveProgress:
     def reset(self, what: str, total: int, completed: int = 0) -> None:
         """Start over for another unit of work (the next task of a suite)."""
         self.counts.clear()
-        self.best = "no correct program yet"
+        self.best = None
         self.progress.reset(self.bar, total=total, completed=completed, description=what)
         self.live.update(self._render())
 
     def resume(self, completed: int, counts: dict[str, int], best: str | None) -> None:
         """Start from what a resumed run has stored: its iterations done, counts per status, best."""
         self.counts = Counter(counts)
-        self.best = best or "no correct program yet"
+        self.known, self.best = True, best or "no correct program yet"
         self.progress.reset(self.bar, completed=completed)  # a fresh clock: the ETA counts this session
         self.live.update(self._render())
 
     def step(self, status: str, best: str | None = None, completed: int | None = None) -> None:
         self.counts[status] += 1
-        if best is not None:
-            self.best = best
+        self.known, self.best = True, best or self.best or "no correct program yet"
         if completed is None:
             self.progress.advance(self.bar)
         else:

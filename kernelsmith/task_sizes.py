@@ -134,3 +134,18 @@ def load_task(path: Path, small: bool = False, name: str | None = None) -> Task:
     except ValueError as exc:
         raise UserError(f"{path} {exc}") from None
     return Task.from_source(source, name=task.name, path=str(path))
+
+
+# What a task that declares CPU_SIZES and is run at full size on the CPU is told: at the start, and
+# when its evaluation runs out of time (the interpreter takes minutes a call at GPU sizes).
+FULL_SIZE_ON_CPU = "declares CPU_SIZES but runs at full size on the CPU (in Triton's interpreter: up to minutes a call)"
+ADD_SMALL = "add --small to cut it to its CPU_SIZES"
+
+
+def full_size_on_cpu(task: Task, device: str) -> bool:
+    """Whether `task` runs on the CPU at sizes its CPU_SIZES would cut (`--small` not given). An
+    empty `CPU_SIZES = {}` (CPU-sized as written) or one that cannot be applied does not count."""
+    try:
+        return device == "cpu" and bool(read_cpu_sizes(task.source)) and shrink(task.source) != task.source
+    except (ValueError, SyntaxError):
+        return False

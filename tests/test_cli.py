@@ -322,3 +322,133 @@ def test_no_profiler_chatter_on_stderr(tmp_path):
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--json")
     assert p.returncode == 0, p.stderr
     assert "USDT" not in p.stderr and "profiler_start" not in p.stderr, p.stderr
+
+
+CPU_SIZED_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+
+
+N = 4096
+CPU_SIZES = {"N": 8}
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_task_with_cpu_sizes_run_at_full_size_on_the_cpu_is_told_to_add_small(tmp_path, case):
+    """Issue 46, item 4: the README's `eval --device cpu` without --small ran a suite task at GPU sizes,
+    timed out after minutes and said nothing of the size: it says so at the start, in one line, and a
+    timeout names --small."""
+    task = tmp_path / "task.py"
+    task.write_text(CPU_SIZED_TASK)
+    p = ks("eval", task, case("fault_hang"), "--device", "cpu", "--timeout", "3", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    note = f"note: {task} declares CPU_SIZES but runs at full size on the CPU"
+    lines = p.stderr.strip().splitlines()
+    assert lines[0].startswith(note) and lines[0].endswith(": add --small to cut it to its CPU_SIZES"), p.stderr
+    assert "timeout" in p.stdout
+    assert (
+        lines[-1]
+        == "note: it ran out of time at the task's full size on the CPU: add --small to cut it to its CPU_SIZES"
+    )
+    small = ks("eval", task, case("fault_hang"), "--device", "cpu", "--small", "--timeout", "3", "--no-cache")
+    assert "note:" not in small.stderr and "timeout" in small.stdout, small.stderr
+
+
+def test_a_tuner_start_that_timed_out_at_full_size_on_the_cpu_names_small_not_the_seed():
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.start import tuner_start_failure
+    from kernelsmith.task import Task
+
+    task = Task.from_source(CPU_SIZED_TASK, name="t")
+    start = Program(
+        0, 0, "seed", "x", "timeout", error="no answer during correctness trial 1 before the time limit", id=1
+    )
+    said = tuner_start_failure(start, task, on_cpu=True)
+    assert said.endswith(
+        "ran out of time: no answer during correctness trial 1 before the time limit; the task declares CPU_SIZES "
+        "but runs at full size on the CPU (in Triton's interpreter: up to minutes a call): add --small to cut it to its "
+        "CPU_SIZES and run the command again"
+    ), said
+    assert "fix the seed file" not in said
+    for other in (tuner_start_failure(start, task, on_cpu=False), tuner_start_failure(start, None, on_cpu=True)):
+        assert other.endswith("fix the seed file and run the same command again")  # on a GPU the seed is at fault
+    cut = Task.from_source(CPU_SIZED_TASK.replace("N = 4096", "N = 8"), name="t")  # --small: the sizes are cut
+    assert "fix the seed file" in tuner_start_failure(start, cut, on_cpu=True)
+
+
+MY_MODEL = '''import torch
+import torch.nn as nn
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.act, self.down = nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+def make():
+    return MLP(), (torch.randn(32, 64),)
+'''
+GELU_SEED = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476)), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x0):
+        x0 = x0.contiguous()
+        out = torch.empty_like(x0)
+        BLOCK = 256
+        gelu_kernel[(triton.cdiv(x0.numel(), BLOCK),)](x0, out, x0.numel(), BLOCK=BLOCK)
+        return out
+'''
+
+
+def test_the_readme_walkthrough_for_a_model_of_ones_own_runs_on_the_cpu(tmp_path):
+    """Issue 46, item 4: the README's CPU walkthrough (capture -> a seed -> tune -> apply -> load the
+    patch), each command as written, on a model the project never saw (fewer iterations)."""
+    import shlex
+
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("Your own model on the CPU") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("   #", 1)[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+    commands = [shlex.split(c) for c in commands if c and not c.startswith("#")]
+    assert [c[:2] for c in commands] == [["kernelsmith", "capture"], ["kernelsmith", "evolve"]] + [
+        ["kernelsmith", "apply"],
+        ["python", "-c"],
+    ]
+    (tmp_path / "mymodel.py").write_text(MY_MODEL)
+    (tmp_path / "gelu_seed.py").write_text(GELU_SEED)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a user's shell has none
+    said = []
+    for words in commands:
+        program = str(KERNELSMITH) if words[0] == "kernelsmith" else sys.executable
+        args = ["2" if w == "6" and words[1] == "evolve" else w for w in words[1:]]  # --iterations 2
+        p = subprocess.run([program, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        assert p.returncode == 0, (words, p.stdout[-3000:], p.stderr[-3000:])
+        said.append(p.stdout)
+    assert "gelu.py" in said[0] and "-> check passed" in said[2], said
+    assert "'gelu': Counts(fired=1" in said[3], said[3]  # the loaded patch's kernel took its region

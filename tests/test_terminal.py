@@ -152,3 +152,51 @@ def test_eval_table_counts_one_launch(monkeypatch):
     result = EvalResult(status=Status.correct, correct=True, device="cpu", triton_kernels=["k"], kernel_launches=1)
     eval_cli.print_result(result, "task", "candidate")
     assert "k  (1 launch in trials)" in eval_cli.console.file.getvalue()
+
+
+def test_a_faster_program_that_is_not_the_new_best_says_it_is_within_noise():
+    """Issue 46, item 4: a correct program faster than the best was printed beside an unchanged best
+    with no reason; the rule is that it is not faster beyond both programs' timing noise."""
+    from kernelsmith.evolve.engine import Event
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.run import progress_line
+
+    best = Program(0, 0, "seed", "x", "correct", speedup=1.0, id=1)
+    faster = Program(1, 0, "tune", "y", "correct", parent_id=1, speedup=2.0, id=2)
+    slower = Program(2, 0, "tune", "z", "correct", parent_id=1, speedup=0.5, id=3)
+    assert progress_line(Event(faster, best, False, 1, 2)).endswith("correct 2x; best 1x (#1) (within noise of #1)")
+    assert progress_line(Event(slower, best, False, 2, 2)).endswith("correct 0.5x; best 1x (#1)")
+    assert progress_line(Event(faster, faster, True, 1, 2)).endswith("best 2x (#2) [bold green]new best[/]")
+
+
+def test_a_refused_resume_does_not_say_there_is_no_correct_program(tmp_path):
+    """Issue 46, item 4: a resume refused at its start (another --seed) drew the live view's default,
+    "best so far: no correct program yet", above a run that has correct programs: nothing is drawn
+    before the run says where it stands."""
+    from io import StringIO
+
+    import pytest
+    from rich.console import Console
+    from test_bench import RecordingBackend
+
+    from kernelsmith.errors import UserError
+    from kernelsmith.evolve.run import evolve_config, run_evolve
+    from kernelsmith.progress import LiveProgress
+    from kernelsmith.task import Task
+
+    task, seed = Task.from_file(case_path("elementwise_task")), case_path("elementwise_small_blocks").read_text()
+    cfg = evolve_config(None, {"iterations": 1, "evaluation": {"device": "cpu"}}, "tune")
+
+    def run(seed_code: str) -> str:
+        console = Console(file=StringIO(), width=200)
+        with LiveProgress(console, task.name, 1) as view:
+            run_evolve(task, seed_code, cfg, tmp_path / "run", lambda text: None, RecordingBackend(), view=view)
+        return console.file.getvalue()
+
+    assert "best so far: 1x vs the reference" in run(seed)  # a run with correct programs
+    console = Console(file=StringIO(), width=200)
+    with pytest.raises(UserError, match="this --seed is another program"):
+        with LiveProgress(console, task.name, 1) as view:
+            other = seed.replace("BLOCK = 256", "BLOCK = 512")
+            run_evolve(task, other, cfg, tmp_path / "run", lambda text: None, RecordingBackend(), view=view)
+    assert "best so far" not in console.file.getvalue() and "no correct program" not in console.file.getvalue()

@@ -543,3 +543,33 @@ def test_propose_skips_pending_configs_without_reading_them_as_scores():
     assert first is not None
     again = tuner_search.propose(code, {}, _random.Random(0), pending={frozenset(first[1].items())})
     assert again is not None and again[1] != first[1]
+
+
+def test_under_the_interpreter_no_launch_option_is_tuned_and_none_makes_another_program():
+    """Issue 46, item 3: Triton's interpreter (the CPU) ignores num_warps, num_stages and every other
+    launch option, so the tuner does not propose them there, and two programs that differ only in
+    them have one identity (kernelsmith.identity), while a block size still makes another program."""
+    from kernelsmith.identity import program_hash
+
+    code = read(REPO / "examples" / "suite_seeds" / "softmax.py")  # BLOCK_SIZE = 1024, num_warps=4
+    assert {p.kind for p in tuner.find_params(code)} == {"block", "num_warps", "num_stages"}
+    assert [p.key for p in tuner.find_params(code, interpreted=True)] == ["softmax_kernel.BLOCK_SIZE"]
+    autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4, num_stages=2)], key=["n"])'
+    autotuned = make("    k[(n,)](x, n, CHUNK=64)", autotune + "\n@triton.jit")
+    assert [p.key for p in tuner.find_params(autotuned, interpreted=True)] == ["k.CHUNK", "k.config0.BLOCK"]
+    for seed in range(3):  # whatever it proposes there changes the block
+        proposal = tuner_search.propose(code, {}, random.Random(seed), interpreted=True)
+        assert proposal is not None and set(proposal[1]) == {"softmax_kernel.BLOCK_SIZE"}
+
+    def same(a: str, b: str) -> bool:
+        return program_hash(a, interpreted=True) == program_hash(b, interpreted=True)
+
+    options = code.replace("num_warps=4", "num_warps=8, num_stages=2, maxnreg=64")
+    assert program_hash(options) != program_hash(code) and same(options, code)
+    assert same(code.replace(", num_warps=4", ""), code)
+    assert same(autotuned.replace("num_warps=4, num_stages=2", "num_warps=8"), autotuned)
+    assert not same(code.replace("BLOCK_SIZE = 1024", "BLOCK_SIZE = 2048"), code)
+    assert not same(autotuned.replace('"BLOCK": 128', '"BLOCK": 256'), autotuned)
+    # a kernel parameter that shares an option's name is the kernel's, not the launch's
+    own = code.replace("BLOCK_SIZE: tl.constexpr):", "BLOCK_SIZE: tl.constexpr, num_stages=1):")
+    assert not same(own.replace("num_warps=4", "num_warps=4, num_stages=2"), own)

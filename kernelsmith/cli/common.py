@@ -48,6 +48,21 @@ def print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def print_note(message: str) -> None:
+    """One line on stderr that is not an error (stdout keeps tables and --json's last line)."""
+    err_console.print(f"[bold]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def note_full_size(task, path: Path, device: str) -> bool:
+    """Say, in one line, that a task declaring CPU_SIZES runs at full size on the CPU; whether it does."""
+    from kernelsmith.task_sizes import ADD_SMALL, FULL_SIZE_ON_CPU, full_size_on_cpu
+
+    full = full_size_on_cpu(task, device)
+    if full:
+        print_note(f"{path} {FULL_SIZE_ON_CPU}: {ADD_SMALL}")
+    return full
+
+
 def fail(message: str, code: int = 2) -> None:
     print_error(message)
     raise typer.Exit(code)

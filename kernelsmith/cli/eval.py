@@ -7,7 +7,15 @@ from pathlib import Path
 
 import typer
 
-from kernelsmith.cli.common import check_paths, console, eval_defaults, fail, options_or_fail
+from kernelsmith.cli.common import (
+    check_paths,
+    console,
+    eval_defaults,
+    fail,
+    note_full_size,
+    options_or_fail,
+    print_note,
+)
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 
@@ -60,6 +68,7 @@ def eval_cmd(
         check_paths("file", "task file", task)
         check_paths("file", "candidate file", candidate)
         t = load_task(task, small)  # as evolve and bench read it
+        full_size = note_full_size(t, task, device.value)
         c = Candidate.from_file(candidate)
         opts = options_or_fail(
             EvalOptions,
@@ -82,3 +91,7 @@ def eval_cmd(
         sys.stdout.write(verdict_record(result) + "\n")
     else:
         print_result(result, t.name, c.name, profiled=profile)
+    if full_size and result.status.value == "timeout":  # the size, not the candidate, is what to fix
+        from kernelsmith.task_sizes import ADD_SMALL
+
+        print_note(f"it ran out of time at the task's full size on the CPU: {ADD_SMALL}")

@@ -20,6 +20,7 @@ from kernelsmith.cli.common import (
     console,
     evolve_overrides,
     fail,
+    note_full_size,
 )
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
@@ -85,7 +86,7 @@ def evolve_cmd(
 ) -> None:
     """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
     from kernelsmith.candidate import Candidate
-    from kernelsmith.evolve.run import default_run_dir, evolve_config
+    from kernelsmith.evolve.run import check_resume, default_run_dir, evolve_config
     from kernelsmith.task_sizes import load_task
 
     try:
@@ -110,6 +111,8 @@ def evolve_cmd(
         seed_code = Candidate.from_file(seed).source if seed else None
         cfg = evolve_config(config, overrides, mutator.value)
         run_dir = run_dir or default_run_dir(task)
+        check_resume(t, run_dir)  # a run of the task at the other size: that error alone, not the note first
+        note_full_size(t, task, cfg.evaluation.device)
         summary = _search(
             t, task, seed_code, cfg, run_dir, mutator.value, inductor_seed and not small, quiet or json_out
         )

@@ -33,7 +33,7 @@ from pathlib import Path
 from kernelsmith.data.decontam import is_contaminated
 from kernelsmith.data.steps import Step, read_steps
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.measuring.noise import pair_noise
+from kernelsmith.evaluate.measuring.noise import Floors, pair_noise
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.program import Program
 from kernelsmith.identity import program_hash
@@ -62,7 +62,7 @@ class SftResult:
     dropped_by_task: Counter = field(default_factory=Counter)  # (task, reason) -> steps
 
 
-def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> float:
+def required_gain(parent: Program, child: Program, min_gain: float = 1.0, floors: Floors | None = None) -> float:
     """The gain a step must beat: min_gain * (1 + the noise of the two programs' speedup ratio).
 
     That noise is `kernelsmith.evaluate.measuring.noise.pair_noise` of their stored `eval` records: both
@@ -70,8 +70,9 @@ def required_gain(parent: Program, child: Program, min_gain: float = 1.0) -> flo
     reference measurements), each the larger of its own spread (std / median of the repetitions)
     and the floor of the method that measured it, which covers how far a time moves between two
     evaluations. A gain inside that margin may be noise. A record of an older version (no method)
-    adds its spreads only; a program stored without timing statistics adds no margin."""
-    return min_gain * (1.0 + pair_noise(parent.eval, child.eval))
+    adds its spreads only; a program stored without timing statistics adds no margin. `floors`: the
+    run's measured floors (a CPU run's, RunStore.noise_floors()), as its best was chosen with."""
+    return min_gain * (1.0 + pair_noise(parent.eval, child.eval, floors))
 
 
 def _verdict(step: Step, min_gain: float, excluded: bool) -> str:
@@ -96,7 +97,7 @@ def _verdict(step: Step, min_gain: float, excluded: bool) -> str:
         return "no_speedup"  # the child's or the parent's speedup was not measured
     if gain <= min_gain:
         return "gain_below_min"
-    return IMPROVEMENT if gain > required_gain(step.parent, p, min_gain) else "within_noise"
+    return IMPROVEMENT if gain > required_gain(step.parent, p, min_gain, step.floors) else "within_noise"
 
 
 def _rank(step: Step, kind: str) -> tuple:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsmith.errors import UserError
@@ -29,6 +29,7 @@ class Step:
     task_hash: str
     task_source: str
     run_dir: str
+    floors: dict[str, float] = field(default_factory=dict)  # the run's measured noise floors (RunStore)
 
     @property
     def is_llm(self) -> bool:
@@ -73,6 +74,7 @@ class Run:
     task_source: str
     programs: tuple[Program, ...]  # in id order
     best: Program | None  # RunStore.best(): the run's best, faster only beyond timing noise (best_of)
+    floors: dict[str, float] = field(default_factory=dict)  # RunStore.noise_floors(): its measured floors
 
     def steps(self) -> list[Step]:
         by_id = {p.id: p for p in self.programs}
@@ -84,6 +86,7 @@ class Run:
                 task_hash=self.task_hash,
                 task_source=self.task_source,
                 run_dir=self.run_dir,
+                floors=self.floors,
             )
             for p in self.programs
         ]
@@ -115,6 +118,7 @@ def read_run(run_dir: str | Path) -> Run:
             task_source=task_source,
             programs=tuple(store.all()),
             best=store.best(),
+            floors=store.noise_floors(),
         )
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{store.path} is not a readable run store: {exc}") from None

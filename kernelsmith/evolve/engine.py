@@ -6,10 +6,11 @@ the same run directory resumes: the archive is rebuilt from the store and only t
 not yet stored are run, so every iteration exists exactly once whatever was killed when.
 
 A child whose code is that of a program already stored in the run (up to formatting, comments and
-docstrings: `kernelsmith.identity`), its parent most often, is not evaluated again: it takes
-that program's verdict, its `eval` record says which (`Program.reused_from`), and it still counts
-as an iteration; so does one whose code another iteration is evaluating at that moment, once that
-program is stored (evolve/reuse.py).
+docstrings, and on the CPU launch options: `kernelsmith.identity`), its parent most often, is not
+evaluated again: it takes that program's verdict, its `eval` record says which (`Program.reused_from`),
+and it still counts as an iteration; so does one whose code another iteration is evaluating at that
+moment, once that program is stored (evolve/reuse.py). On the CPU the first success is timed again
+to measure the run's noise floor before it is stored (evolve/noise_floor.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelsmith.evolve.archive import Archive, Selection
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
+from kernelsmith.evolve.noise_floor import NoiseFloorProbe
 from kernelsmith.evolve.outputs import previous_elapsed, write_best, write_summary
 from kernelsmith.evolve.profiling import IslandBestProfiler
 from kernelsmith.evolve.program import NO_PROGRAM, REUSED_FROM, Program, improves_on
@@ -36,7 +38,7 @@ from kernelsmith.evolve.prompts import PromptBuilder, PromptParts
 from kernelsmith.evolve.reuse import VerdictReuse
 from kernelsmith.evolve.start import StartFiles, tuner_start_failure, use_seed
 from kernelsmith.evolve.store import RunStore
-from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer
+from kernelsmith.evolve.tuning import TuningMemory, annotate, hopper_or_newer, runs_in_interpreter
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import counted
@@ -94,6 +96,7 @@ class Engine:
         self.archive = Archive(cfg.archive)
         self.tuning = TuningMemory()
         self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
+        self.noise = NoiseFloorProbe(self.store, backend, task)  # a CPU run's floor, measured
         self.best: Program | None = None
         self.since_best = 0  # iterations stored after the current best
         self.stop_reason: str | None = None
@@ -135,9 +138,6 @@ class Engine:
                 self.done += 1
             if self.best is not None and row.id == self.best.id:
                 self.since_best = 0
-        # Two columns only: the rows' messages and verdicts are not needed to know what was evaluated.
-        for pid, code in self.store.db.execute("SELECT id, code FROM programs WHERE code IS NOT NULL ORDER BY id"):
-            self.reuse.add(code, pid)
 
     def _admit(self, pid, iteration, island, has_code, score, ok, descriptors) -> None:
         self.archive.admit(self.archive.entry(pid, score, ok, descriptors) if has_code else None, iteration, island)
@@ -177,7 +177,7 @@ class Engine:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
         program.descriptors = describe(code, program.eval, self.cfg.archive.features)
-        annotate(program, self.tuning.hopper)
+        annotate(program, self.tuning.hopper, self.tuning.interpreted)
         return program
 
     async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
@@ -281,6 +281,7 @@ class Engine:
                 )
             else:
                 program = await self._propose(iteration, island, rng)
+            await self.noise.settle(program, first_success=self.best is None)  # before the first success
             return self._record(program)
         finally:
             self.reuse.release(iteration)
@@ -294,7 +295,7 @@ class Engine:
         self._admit(p.id, p.iteration, p.island, p.code is not None, p.score, p.ok, p.descriptors)
         self.tuning.record(p.skeleton, p.config, p.score, p.id, p.ok)
         self.profiler.consider(p)
-        improved = improves_on(p, self.best)  # beyond both programs' timing noise (best_of's rule)
+        improved = improves_on(p, self.best, self.noise.floors)  # beyond both programs' noise (best_of's rule)
         if p.iteration > 0:
             self.since_best += 1
             self.done += 1
@@ -355,10 +356,12 @@ class Engine:
             else:  # nothing left to run: do not start a judge only to ask
                 self.hardware = self.store.get_meta("hardware") or {}
             self.tuning.hopper = hopper_or_newer(self.hardware)
+            self.tuning.interpreted = runs_in_interpreter(self.hardware)  # launch options count for nothing
+            self.reuse.load(self.tuning.interpreted)
             if 0 not in stored:
                 await self._iteration(0)
             if todo and not self.cfg.operators.uses_llm and self.best is None:
-                raise UserError(tuner_start_failure(self.store.at_iteration(0)))
+                raise UserError(tuner_start_failure(self.store.at_iteration(0), self.task, self.tuning.interpreted))
             await self._loop(todo)
             await self.profiler.drain()
         finally:

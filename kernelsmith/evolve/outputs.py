@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import Program
-from kernelsmith.evolve.store import RunStore
+from kernelsmith.evolve.store import NOISE_FLOOR, RunStore
 from kernelsmith.task import Task
 
 EXPORT_FIELDS = (
@@ -120,6 +120,9 @@ def write_summary(
         "hardware": hardware,
         "profiling": profiling,  # the counters stage for new island bests (evolve/profiling.py)
         "tuner": tuner,  # launch configurations measured, per program family (evolve/tuning.py)
+        # a CPU run's measured floor of the spread between evaluations (evolve/noise_floor.py); None:
+        # the method floors of kernelsmith.evaluate.measuring.noise hold
+        "noise_floor": store.get_meta(NOISE_FLOOR),
     }
     store.set_meta("elapsed_s", summary["elapsed_s"])
     _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")

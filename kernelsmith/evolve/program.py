@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
-from kernelsmith.evaluate.measuring.noise import beyond_noise, pair_noise
+from kernelsmith.evaluate.measuring.noise import Floors, beyond_noise, pair_noise
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.identity import program_hash
@@ -46,10 +46,11 @@ def rank_key(ok: bool, score: float, program_id: int) -> tuple[bool, float, int]
     return (not ok, -score, program_id)
 
 
-def improves_on(new: Program, old: Program | None) -> bool:
+def improves_on(new: Program, old: Program | None, floors: Floors | None = None) -> bool:
     """Whether `new` is a success that beats `old` beyond both programs' timing noise:
     new speedup > old speedup * (1 + pair_noise of their stored `eval` records: both candidates'
-    noise, and the references' when they were not one measurement; kernelsmith.evaluate.measuring.noise).
+    noise, and the references' when they were not one measurement; kernelsmith.evaluate.measuring.noise;
+    `floors`: the run's measured floors, RunStore.noise_floors()).
     Any success improves on None (no best yet) and on a program that is not a success; a program that
     is not a success improves on nothing. A speedup that was not measured counts as `score_of` counts it (1.0)."""
     if not new.ok:
@@ -59,16 +60,16 @@ def improves_on(new: Program, old: Program | None) -> bool:
     return beyond_noise(
         score_of(new.status, new.flags, new.speedup),
         score_of(old.status, old.flags, old.speedup),
-        pair_noise(new.eval, old.eval),
+        pair_noise(new.eval, old.eval, floors),
     )
 
 
-def running_best(programs: Iterable[Program]) -> Iterator[Program | None]:
+def running_best(programs: Iterable[Program], floors: Floors | None = None) -> Iterator[Program | None]:
     """The best after each of `programs`, in the order given: the first success, replaced only by a
     later success that improves on it beyond noise (`improves_on`). None until the first success."""
     best = None
     for p in programs:
-        if improves_on(p, best):
+        if improves_on(p, best, floors):
             best = p
         yield best
 
@@ -79,14 +80,14 @@ def stored_order(p: Program) -> tuple[int, int]:
     return (p.id if p.id is not None else sys.maxsize, p.iteration)
 
 
-def best_of(programs: Iterable[Program]) -> Program | None:
+def best_of(programs: Iterable[Program], floors: Floors | None = None) -> Program | None:
     """The run's best of `programs`: walking the successes in stored (id) order, the best is
     replaced only by a success that improves on it beyond both programs' timing noise, so a later
     program that is faster within noise does not take the place of an earlier one. The one rule
     behind RunStore.best() (so resume's best), the run report's best and its best-so-far line; the
     search takes the same steps (`improves_on`) as it stores each program, so its new bests and
-    `improved` flags agree with it."""
-    last = deque(running_best(sorted(programs, key=stored_order)), maxlen=1)
+    `improved` flags agree with it. `floors`: the run's measured noise floors (RunStore.noise_floors())."""
+    last = deque(running_best(sorted(programs, key=stored_order), floors), maxlen=1)
     return last[0] if last else None
 
 

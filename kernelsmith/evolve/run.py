@@ -16,6 +16,7 @@ from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
+from kernelsmith.evolve.program import Program, score_of
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
 from kernelsmith.progress import LiveProgress, counted
@@ -24,6 +25,10 @@ from kernelsmith.task import Task
 
 def default_run_dir(task_path: Path) -> Path:
     return Path("runs") / task_path.stem
+
+
+def _score(p: Program) -> float:
+    return score_of(p.status, p.flags, p.speedup)
 
 
 def progress_line(e: Event) -> str:
@@ -40,6 +45,10 @@ def progress_line(e: Event) -> str:
         else "no correct program yet"
     )
     mark = " [bold green]new best[/]" if e.improved else ""
+    if not e.improved and e.best is not None and p.ok and _score(p) > _score(e.best):
+        mark = f" (within noise of #{e.best.id})"  # faster, but not beyond both programs' timing noise
+    if p.reused_from is not None:
+        verdict += f", the verdict of #{p.reused_from} (the same program)"
     return (
         f"[{e.done:>3}/{e.total}] #{p.id} iteration {p.iteration} island {p.island} {origin}: {verdict}; {best}{mark}"
     )

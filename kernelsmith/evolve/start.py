@@ -18,6 +18,8 @@ from kernelsmith.evolve.program import NO_PROGRAM, Program
 from kernelsmith.evolve.store import STORE_NAME, RunStore, holds_run
 from kernelsmith.identity import program_hash
 from kernelsmith.progress import counted
+from kernelsmith.task import Task
+from kernelsmith.task_sizes import ADD_SMALL, FULL_SIZE_ON_CPU, full_size_on_cpu
 
 # What a run directory holds besides user files: removed with the store of a run that never started.
 RUN_FILES = (STORE_NAME, STORE_NAME + "-wal", STORE_NAME + "-shm", "best.py", "summary.json", "report.html")
@@ -69,8 +71,10 @@ def error_reason(error: str | None) -> str:
     return one_line(re.sub(r"^(?:\w+\.)+(\w+:)", r"\1", " ".join(line.split())), REASON_CHARS)
 
 
-def tuner_start_failure(start: Program | None) -> str:
-    """Why the tuner alone cannot go on from this start, and what to do: one sentence."""
+def tuner_start_failure(start: Program | None, task: Task | None = None, on_cpu: bool = False) -> str:
+    """Why the tuner alone cannot go on from this start, and what to do: one sentence. A start that ran
+    out of time `on_cpu` on a task run at full size (it declares CPU_SIZES) is told to add --small: the
+    size, not the seed, is what to fix."""
     if start is None:
         return "the tuner alone needs a correct starting program and none is stored: give --seed"
     if start.status == Status.correct.value:
@@ -79,10 +83,17 @@ def tuner_start_failure(start: Program | None) -> str:
         what = _WENT_WRONG.get(start.status, f"ended {start.status}")
     reason = error_reason(start.error)
     fix = "fix the seed file" if start.operator == "seed" else "give a correct --seed"
+    fix += " and run the same command again"
+    if (
+        start.status == Status.timeout.value
+        and task is not None
+        and full_size_on_cpu(task, "cpu" if on_cpu else "cuda")
+    ):
+        fix = f"the task {FULL_SIZE_ON_CPU}: {ADD_SMALL} and run the command again"
     return (
         f"the tuner alone needs a correct starting program, and {_start_words(start)} {what}"
         + (f": {reason}" if reason else "")
-        + f"; {fix} and run the same command again"
+        + f"; {fix}"
     )
 
 

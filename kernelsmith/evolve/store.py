@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.measuring.noise import floors_of
 from kernelsmith.evolve.program import Program, best_of
 
 STORE_NAME = "run.sqlite"
+NOISE_FLOOR = "noise_floor"  # the meta key of the run's measured noise floor (evolve/noise_floor.py)
 
 
 def holds_run(run_dir: Path) -> bool:
@@ -191,8 +193,10 @@ class RunStore:
         return program
 
     def remove_start(self) -> None:
-        """Delete iteration 0: a start replaced before any iteration after it was stored (evolve/start.py)."""
+        """Delete iteration 0: a start replaced before any iteration after it was stored (evolve/start.py),
+        and the noise floor measured on it (the new start's is measured)."""
         self.db.execute("DELETE FROM programs WHERE iteration = 0")
+        self.db.execute("DELETE FROM meta WHERE key = ?", (NOISE_FLOOR,))
 
     def set_counters(self, program_id: int, counters: dict) -> None:
         """Add the counters stage's report to a stored program's verdict record (eval.counters)."""
@@ -285,10 +289,14 @@ class RunStore:
         ).fetchone()
         return {"prompt_tokens": p, "completion_tokens": c, "cost": cost}
 
+    def noise_floors(self) -> dict[str, float]:
+        """The run's measured noise floors ({} when it measured none): method -> relative floor."""
+        return floors_of(self.get_meta(NOISE_FLOOR))
+
     def best(self) -> Program | None:
         """The run's best (`best_of`): the first success, replaced only by a later one that is faster
-        beyond both programs' timing noise."""
-        return best_of(self._query("SELECT * FROM programs WHERE status = 'correct'"))
+        beyond both programs' timing noise (the run's measured floors where it has them)."""
+        return best_of(self._query("SELECT * FROM programs WHERE status = 'correct'"), self.noise_floors())
 
     def close(self) -> None:
         self.db.close()

@@ -13,7 +13,9 @@ differs from its parent at its launches alone. What is tuned, at a launch `K[gri
     (tuner_launch.py), and the power-of-two literals of its `min(...)` caps as blocks;
   * "num_warps" / "num_stages" (and on Hopper "num_ctas" for tl.dot kernels, "maxnreg"): literals
     at the launch, or added where the launch leaves them out (starting from Triton's defaults; an
-    option at its default is never written, so the child stays in its parent's family);
+    option at its default is never written, so the child stays in its parent's family). Not under
+    Triton's interpreter (`interpreted`, a search on the CPU), which ignores every launch option: there
+    a child differing only in them would be its parent again (kernelsmith.identity);
   * `@triton.autotune` kernels: the literals of every `triton.Config`, so the autotuner picks
     among tuned configs.
 Finding these values is tuner_analysis.py's (over the kernels, launches and bindings tuner_sites.py
@@ -35,30 +37,30 @@ from kernelsmith.identity import program_hash
 __all__ = ["Analysis", "Param", "analyze", "apply_config", "config_of", "find_params", "skeleton_hash"]
 
 
-def find_params(code: str, hopper: bool = False) -> list[Param]:
+def find_params(code: str, hopper: bool = False, interpreted: bool = False) -> list[Param]:
     """The tunable launch parameters of a candidate, in source order (launch options it leaves out
-    included, at the values Triton gives them)."""
-    return list(analyze(code, hopper).params)
+    included, at the values Triton gives them; none under the interpreter, which ignores them)."""
+    return list(analyze(code, hopper, interpreted).params)
 
 
-def config_of(code: str, hopper: bool = False) -> dict[str, int]:
-    return {p.key: p.value for p in analyze(code, hopper).params}
+def config_of(code: str, hopper: bool = False, interpreted: bool = False) -> dict[str, int]:
+    return {p.key: p.value for p in analyze(code, hopper, interpreted).params}
 
 
-def skeleton_hash(code: str, hopper: bool = False) -> str:
+def skeleton_hash(code: str, hopper: bool = False, interpreted: bool = False) -> str:
     """Hash of the code with every tunable literal masked and the launch options the tuner sets
     left out: programs differing only in tuned values (an option written or not) share it."""
-    an = analyze(code, hopper)
+    an = analyze(code, hopper, interpreted)
     ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(tuner_edit.MASK) for ns in an.nodes.values() for n in ns}
     drop = {id(arg) for arg in an.option_args.values()}
     masked = an.module.visit(tuner_edit.Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
     return program_hash(masked)
 
 
-def apply_config(code: str, config: dict[str, int], hopper: bool = False) -> str:
+def apply_config(code: str, config: dict[str, int], hopper: bool = False, interpreted: bool = False) -> str:
     """The code with the given parameters rewritten (literals, scaled blocks, added launch
     options); every other byte unchanged. An absent option set to its default stays absent."""
-    an = analyze(code, hopper)
+    an = analyze(code, hopper, interpreted)
     known = set(an.nodes) | set(an.scaled) | set(an.inserts)
     unknown = sorted(set(config) - known)
     if unknown:

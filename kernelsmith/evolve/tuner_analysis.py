@@ -115,8 +115,9 @@ class _Site:
 class _Analyzer:
     """The state `analyze` builds up: launch by launch in source order, then config by config."""
 
-    def __init__(self, kernels: dict[str, Kernel], hopper: bool) -> None:
+    def __init__(self, kernels: dict[str, Kernel], hopper: bool, interpreted: bool = False) -> None:
         self.kernels, self.hopper = kernels, hopper
+        self.interpreted = interpreted  # Triton's interpreter: launch options change nothing
         self.params: list[Param] = []
         self.nodes: dict[str, tuple[cst.Integer, ...]] = {}
         self.owner: dict[int, str] = {}  # id(literal) -> key: one literal shared by two keywords is one param
@@ -170,7 +171,7 @@ class _Analyzer:
             return
         kw = arg.keyword.value
         if kw in ("num_warps", "num_stages", *launch.HOPPER_ONLY):
-            if kernel.autotuned or kw in kernel.preset:
+            if kernel.autotuned or kw in kernel.preset or self.interpreted:
                 return
             kind = kw
         elif kw in kernel.constexprs and kw not in kernel.preset:
@@ -239,6 +240,8 @@ class _Analyzer:
     def absent_options(self, site: _Site) -> None:
         """Launch options the launch leaves out, at the values Triton gives them."""
         kernel = site.kernel
+        if self.interpreted:
+            return
         absent = launch.absent_options(site.call, kernel.autotuned, kernel.preset, kernel.uses_dot, self.hopper)
         for opt, value in absent.items():
             key = f"{site.label}.{opt}"
@@ -268,6 +271,8 @@ class _Analyzer:
                 tiles, stages, warps = [], None, None
                 for name, lit in entries:
                     kind = name if name in ("num_warps", "num_stages") else "block"
+                    if kind != "block" and self.interpreted:
+                        continue
                     choices = _choices(kind, name, _int(lit), kernel.uses_dot)
                     if choices is None or id(lit) in self.owner:
                         continue
@@ -281,7 +286,9 @@ class _Analyzer:
 
 
 @functools.lru_cache(maxsize=64)
-def analyze(code: str, hopper: bool = False) -> Analysis:
+def analyze(code: str, hopper: bool = False, interpreted: bool = False) -> Analysis:
+    """What may be tuned in `code`: on Hopper its options too; under Triton's interpreter
+    (`interpreted`) no launch option, as it ignores them all."""
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as e:
@@ -289,7 +296,7 @@ def analyze(code: str, hopper: bool = False) -> Analysis:
     kernels = find_kernels(module)
     sites = LaunchSites(module, kernels)
     module.visit(sites)
-    an = _Analyzer(kernels, hopper)
+    an = _Analyzer(kernels, hopper, interpreted)
     for kname, call, scope in sites.sites:
         an.launch(kname, call, scope)
     launch_tiles = len(an.tile_groups)

@@ -102,6 +102,7 @@ def propose(
     rng: random.Random,
     pending: frozenset | set = frozenset(),
     hopper: bool = False,
+    interpreted: bool = False,
     space: dict[str, set[int]] | None = None,
 ) -> tuple[str, Config] | None:
     """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
@@ -117,7 +118,7 @@ def propose(
     `space` widens each parameter's choices (the values legal around the family's other programs
     that the search tuned from: tuning.py), so that "nothing left" means nothing left in the family.
     """
-    an = analyze(code, hopper)
+    an = analyze(code, hopper, interpreted)
     if not an.params:
         return None
     params = [
@@ -158,9 +159,9 @@ def propose(
         ]
         if ranked:
             pick = min(ranked, key=lambda r: r[:3])[3]
-            return apply_config(code, pick, hopper), pick
+            return apply_config(code, pick, hopper, interpreted), pick
     pick = _random(params, an, tried, rng)
-    return None if pick is None else (apply_config(code, pick, hopper), pick)
+    return None if pick is None else (apply_config(code, pick, hopper, interpreted), pick)
 
 
 def _random(params: list[Param], an: Analysis, tried: set[frozenset], rng: random.Random) -> Config | None:

@@ -28,23 +28,29 @@ def hopper_or_newer(hardware: dict) -> bool:
         return False
 
 
-def annotate(program: Program, hopper: bool = False) -> None:
+def runs_in_interpreter(hardware: dict) -> bool:
+    """The judge runs kernels in Triton's interpreter (on the CPU), which ignores launch options."""
+    return hardware.get("device") == "cpu"
+
+
+def annotate(program: Program, hopper: bool = False, interpreted: bool = False) -> None:
     """Set the program's skeleton and config (None when its code has nothing tunable or fails to parse)."""
     program.skeleton, program.config = None, None
     if not program.code:
         return
     try:
-        if not tuner.find_params(program.code, hopper):
+        if not tuner.find_params(program.code, hopper, interpreted):
             return
-        program.skeleton = tuner.skeleton_hash(program.code, hopper)
-        program.config = tuner.config_of(program.code, hopper)
+        program.skeleton = tuner.skeleton_hash(program.code, hopper, interpreted)
+        program.config = tuner.config_of(program.code, hopper, interpreted)
     except Exception:  # code the tuner cannot parse (a syntax error, say) is simply not tunable
         return
 
 
 class TuningMemory:
-    def __init__(self, hopper: bool = False):
+    def __init__(self, hopper: bool = False, interpreted: bool = False):
         self.hopper = hopper  # the judge's GPU is Hopper or newer: num_ctas is tunable too
+        self.interpreted = interpreted  # Triton's interpreter (the CPU): no launch option is tunable
         self.measured: dict[str, dict[frozenset, float]] = {}
         self.pending: dict[str, set[frozenset]] = {}
         self.leaders: dict[str, tuple[float, int]] = {}  # skeleton -> (score, id) of its best correct program
@@ -72,7 +78,7 @@ class TuningMemory:
         if parent.skeleton is None or not parent.code:
             return None
         space = self.space.setdefault(parent.skeleton, {})
-        for p in tuner.find_params(parent.code, self.hopper):
+        for p in tuner.find_params(parent.code, self.hopper, self.interpreted):
             space.setdefault(p.key, set()).update(p.choices)
         proposal = tuner_search.propose(
             parent.code,
@@ -80,6 +86,7 @@ class TuningMemory:
             rng,
             pending=self.pending.get(parent.skeleton, set()),
             hopper=self.hopper,
+            interpreted=self.interpreted,
             space=space,
         )
         if proposal is not None:
@@ -93,6 +100,11 @@ class TuningMemory:
     def exhausted(self) -> str:
         """Why the tuner stopped: how much it measured, in how many families."""
         n = len(self.space)
+        if n == 0:
+            where = " (on the CPU only block sizes: Triton's interpreter ignores num_warps and num_stages)"
+            return "the tuner has nothing to try: no correct program has a launch parameter it tunes" + (
+                where if self.interpreted else ""
+            )
         families = "the program family it tuned" if n == 1 else f"the {n} program families it tuned"
         measured = self.stats()["configurations_measured"]
         return (

@@ -18,10 +18,11 @@ from kernelsmith.device import CPU_SPEEDUP_NOTE
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.counters import CountersReport, counters_text
 from kernelsmith.evaluate.measuring.breakdown import short_name
+from kernelsmith.evaluate.measuring.noise import Floors, NoiseFloor, floors_of
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.program import NO_PROGRAM, Program, best_of, running_best, score_of, stored_order
-from kernelsmith.evolve.store import RunStore
+from kernelsmith.evolve.store import NOISE_FLOOR, RunStore
 from kernelsmith.report.archive_view import ArchiveView, archive_view, stored_id
 
 ERROR_CHARS = 2000  # of an error, in the detail panel
@@ -118,6 +119,7 @@ class RunData:
     diffs: list[DiffView] = field(default_factory=list)
     profiles: list[ProfileView] = field(default_factory=list)  # the best program and its parent
     speedup_note: str | None = None  # on the CPU: its speedups are relative only
+    noise_note: str = ""  # the floor of the spread between evaluations this run's best rule used
 
 
 def read_store(run_dir: Path) -> tuple[list[Program], dict]:
@@ -140,13 +142,28 @@ def _depths(programs: list[Program]) -> dict[int, int]:
     return depth
 
 
-def best_so_far(programs: list[Program]) -> list[list[float]]:
+def noise_note(stored: dict | None) -> str:
+    """What the chart's caption says of the run's noise floor: measured (on the CPU), assumed, or the
+    floors of the timing methods."""
+    if stored is None:
+        return "Each time's noise is at least its timing method's floor (kernelsmith/evaluate/measuring/noise.py)."
+    floor = NoiseFloor.model_validate(stored)
+    times = ", ".join(f"{t:.3g}" for t in floor.times_ms)
+    if floor.origin == "measured":
+        return (
+            f"This run's CPU timings move by {floor.relative:.0%} between evaluations, measured: iteration "
+            f"{floor.iteration} evaluated {len(floor.times_ms)} times ({times} ms); each time's noise is at least that."
+        )
+    return f"This run's CPU noise floor, {floor.relative:.0%}, is assumed: {floor.note}."
+
+
+def best_so_far(programs: list[Program], floors: Floors | None = None) -> list[list[float]]:
     """[iteration, the best's speedup] after each program from the first success, in the order the
     search stored them (`best_of`'s walk, so the line ends at the run's best): the iteration is the
     highest stored so far, as iterations in flight may be stored out of order."""
     out, last = [], None
     ordered = sorted(programs, key=stored_order)
-    for p, best in zip(ordered, running_best(ordered)):
+    for p, best in zip(ordered, running_best(ordered, floors)):
         last = p.iteration if last is None else max(last, p.iteration)
         if best is not None:
             out.append([last, score_of(best.status, best.flags, best.speedup)])
@@ -317,7 +334,8 @@ def load_run(run_dir: str | Path) -> RunData:
             )
         else:
             config, view = _config_view(cfg), archive_view(programs, cfg.archive)
-    best = best_of(programs)
+    floors = floors_of(meta.get(NOISE_FLOOR))
+    best = best_of(programs, floors)
     by_id = {stored_id(p): p for p in programs}
     depth = _depths(programs)
     counts: dict[str, int] = {}
@@ -339,9 +357,10 @@ def load_run(run_dir: str | Path) -> RunData:
         best_id=best.id if best else None,
         status_counts=dict(sorted(counts.items())),
         totals=totals,
-        best_so_far=best_so_far(programs),
+        best_so_far=best_so_far(programs, floors),
         archive=view,
         diffs=_diffs(best, by_id, programs),
         speedup_note=CPU_SPEEDUP_NOTE if config is not None and config["device"] == "cpu" else None,
+        noise_note=noise_note(meta.get(NOISE_FLOOR)),
         profiles=_profiles(best, by_id),
     )

@@ -28,7 +28,10 @@ _BODY = """<header><h1 id="title">kernelsmith run</h1><p id="subtitle"></p></hea
 </div></section>
 <section><h2>Task</h2><div id="task"></div></section>
 <section><h2>Best speedup so far</h2>
-<p class="note">Line: the best correct, unflagged speedup up to each iteration; points: every correct program.</p>
+<p class="note" id="chart-rule">Line: the run's best up to each iteration: its first correct, unflagged program,
+replaced only by a later one faster beyond both programs' timing noise (new &gt; best &times; (1 + noise of new + noise
+of best)), so a point above the line can be within noise of it. Points: every correct program.
+<span id="chart-noise"></span></p>
 <svg id="chart-best" role="img" aria-label="best speedup so far"></svg></section>
 <section><h2>Lineage</h2><div id="legend" class="legend"></div>
 <div class="lineage-wrap"><div class="scroll"><svg id="lineage" role="img" aria-label="lineage tree"></svg></div>

@@ -124,3 +124,32 @@ def test_a_shared_reference_cancels_in_the_ratio_of_two_speedups():
     assert pair_noise(a, b) == pytest.approx(cand_a + cand_b)  # one cached reference measurement
     c = {**b, "reference_ms": 0.011}
     assert pair_noise(a, c) == pytest.approx(speedup_noise(a) + speedup_noise(c))
+
+
+def test_a_measured_cpu_floor_replaces_the_assumed_one():
+    """Issue 46, item 3: the CPU's 30% is an assumption; a run's measured floor (one program's spread
+    over its evaluations, (max - min) / min) replaces it in every comparison of the run's programs."""
+    from kernelsmith.evaluate.measuring.noise import NoiseFloor, floors_of, pair_noise
+
+    floor = NoiseFloor.measured("cpu_wall", [10.0, 12.0, 11.0], iteration=0)
+    assert floor.origin == "measured" and floor.relative == pytest.approx(0.2)
+    floors = floors_of(floor.model_dump(mode="json"))  # as the run store keeps it
+    assert floors == {"cpu_wall": pytest.approx(0.2)} and floors_of(floor) == floors
+    cpu = record(10.0, 1.0, method="cpu_wall")
+    assert relative_noise(cpu["timing"]) == pytest.approx(0.30)  # assumed
+    assert relative_noise(cpu["timing"], floors) == pytest.approx(0.20)  # measured
+    assert relative_noise(record(10.0, method="cpu_wall", std=0.5)["timing"], floors) == pytest.approx(0.5)  # own
+    assert relative_noise(stats(0.005, method="cuda_graph"), floors) == pytest.approx(0.05)  # other methods keep theirs
+    assert pair_noise(cpu, cpu, floors) == pytest.approx(0.4) and speedup_noise(cpu, floors) == pytest.approx(0.4)
+    # 1.5x: noise by the assumed floor (1 + 0.3 + 0.3), a gain by a measured 20% (1 + 0.2 + 0.2)
+    old, new = program(1, 1.0, cpu), program(2, 1.5, cpu)
+    assert not improves_on(new, old) and improves_on(new, old, floors)
+    assert best_of([old, new]) is old and best_of([old, new], floors) is new
+    assert list(running_best([old, new], floors)) == [old, new]
+    assert required_gain(old, new, floors=floors) == pytest.approx(1.4)
+    # a loaded machine: the measured floor is wider than the assumption, and 2x is noise there
+    loaded = floors_of(NoiseFloor.measured("cpu_wall", [10.0, 40.0, 20.0]))
+    assert loaded == {"cpu_wall": pytest.approx(3.0)} and not improves_on(program(2, 2.0, cpu), old, loaded)
+    # an assumed floor (the measurement failed) or none: the constant
+    assumed = NoiseFloor.assumed("cpu_wall", "evaluation 2 of iteration 0 ended timeout, not a timed success")
+    assert assumed.relative == METHOD_FLOOR["cpu_wall"][0] and floors_of(assumed) == {} and floors_of(None) == {}

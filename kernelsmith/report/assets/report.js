@@ -73,6 +73,7 @@ function renderOverview() {
 // ---- best speedup so far
 function renderChart() {
   var svg = document.getElementById("chart-best");
+  document.getElementById("chart-noise").textContent = RUN.noise_note;
   var W = 760, H = 300, R = 20, T = 16, B = 44;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   var pts = RUN.programs.filter(function (p) { return (p.kind === "correct" || p.kind === "flagged") && isNum(p.speedup); });
