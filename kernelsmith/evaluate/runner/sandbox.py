@@ -31,7 +31,7 @@ from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
 from kernelsmith.evaluate.runner.watch import LaunchCounter, new_threads
-from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, set_precision, synchronize
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.task import load_module
 
@@ -94,6 +94,7 @@ class Sandbox:
         self.layers = layers or []
         self.uid = uid
         self.contained = dict(contained or {})  # layer -> outcome, reported in the ready message
+        set_precision()  # the judge's reference runs at it too (runtime.PRECISION), before any candidate code
         build_hook.install()  # before the launch counter, which wraps what it installs
         self.launches = LaunchCounter()
         self.workdir: Path | None = None
