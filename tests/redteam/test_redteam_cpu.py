@@ -194,7 +194,13 @@ CASES: dict[str, Expect] = {
 
 def test_every_candidate_file_is_used():
     """Each file in candidates/ is exercised by a test here or in test_redteam_cuda.py."""
-    cuda_only = {"side_stream_kernel", "caching_allocator_reuse", "cuda_graph_replay", "patch_cuda_event"}
+    cuda_only = {
+        "side_stream_kernel",
+        "caching_allocator_reuse",
+        "cuda_graph_replay",
+        "patch_cuda_event",
+        "l2_persisting_window",
+    }
     elsewhere = {"write_inherited_fds", "detached_child", "env_secret_leak"}
     files = {p.stem for p in CANDIDATES.glob("*.py")}
     assert files == set(CASES) | cuda_only | elsewhere

@@ -269,7 +269,7 @@ class Sandbox:
             structure=structure,
             stats=m.device.model_dump(),
             eager=m.eager.model_dump(),
-            fallback=m.fallback,
+            fallback="; ".join(why for why in (m.fallback, m.note) if why) or None,
             sets=m.sets,
             activity=m.window.to_message(),
             replay=m.activity.to_message() if m.activity is not None else None,
