@@ -84,9 +84,9 @@ def test_a_compiler_cache_set_in_the_judge_does_not_leak_into_sandboxes(tmp_path
     assert not outside.exists() or not any(outside.iterdir())
 
 
-def _persisting_window(lib, x: torch.Tensor) -> None:
+def _persisting_window(lib, x: torch.Tensor | None) -> None:
     """Room for persisting L2 lines and a persisting access policy window over `x` on the current stream,
-    as a candidate can set them (tests/redteam/candidates/l2_persisting_window.py)."""
+    as a candidate can set them (tests/redteam/candidates/l2_persisting_window.py); None: no window."""
     import ctypes
 
     class Window(ctypes.Structure):
@@ -101,13 +101,14 @@ def _persisting_window(lib, x: torch.Tensor) -> None:
     class Value(ctypes.Union):
         _fields_ = [("window", Window), ("pad", ctypes.c_char * 64)]
 
-    most = ctypes.c_int(0)
-    assert lib.cudaDeviceGetAttribute(ctypes.byref(most), 108, torch.cuda.current_device()) == 0
-    lib.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
-    assert lib.cudaDeviceSetLimit(0x06, most.value) == 0
-    value = Value()
-    value.window.base_ptr, value.window.num_bytes = x.data_ptr(), x.numel() * x.element_size()
-    value.window.hitRatio, value.window.hitProp, value.window.missProp = 1.0, 2, 1
+    value = Value()  # zeros: no window, normal accesses
+    if x is not None:
+        most = ctypes.c_int(0)
+        assert lib.cudaDeviceGetAttribute(ctypes.byref(most), 108, torch.cuda.current_device()) == 0
+        lib.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        assert lib.cudaDeviceSetLimit(0x06, most.value) == 0
+        value.window.base_ptr, value.window.num_bytes = x.data_ptr(), x.numel() * x.element_size()
+        value.window.hitRatio, value.window.hitProp, value.window.missProp = 1.0, 2, 1
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     assert lib.cudaStreamSetAttribute(stream, 1, ctypes.byref(value)) == 0
 
@@ -145,7 +146,7 @@ def test_inputs_marked_persisting_in_the_l2_do_not_survive_the_harness_flush(mon
         defended = read_ms(persisting_l2.reset)
         assert rt.limit() == 0
     finally:
-        _persisting_window(rt.lib, x[:0])  # an empty window: the stream as before
+        _persisting_window(rt.lib, None)  # the stream as before
         persisting_l2.reset()
     print(
         f"16 MiB read after the flush: {cold:.4f} ms, with a persisting window {undefended:.4f} ms, reset {defended:.4f} ms"
