@@ -29,6 +29,9 @@ HONEST_SOFTMAX = REPO / "examples/softmax/triton_softmax.py"
 CASES = REPO / "tests/cases"
 SIDE_JOINED = CASES / "side_stream_joined.py"
 MAX_HONEST_SPEEDUP = 5.0
+# Two evaluations of one 2-us kernel in CUDA graphs agree within a few percent (docs/benchmarks.md): a case
+# bounded by a control may be this much faster than it.
+NOISE = 1.15
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Case:
     success: bool  # must the verdict be a success?
     flags: tuple[str, ...] = ()  # if not a success: one of these flags, or (empty) any failure
     notes: tuple[str, ...] = ()  # task notes the verdict must carry
+    bound_by: str = ""  # a control case (run before it): its speedup may not be beyond the control's x NOISE
 
 
 def red(name: str, task: Path = SMALL, success: bool = False, flags: tuple[str, ...] = ()) -> Case:
@@ -85,6 +89,19 @@ REDTEAM = [
         "fused bf16 rounds once (honest)", CASES / "precision_fused_triton.py", CASES / "precision_bf16_task.py", True
     ),
     Case("bf16 inputs on purpose", CASES / "precision_low_on_purpose.py", CASES / "precision_fp32_task.py", False),
+    # issue 47: half an output left to a block that still holds the right values from an earlier call on the
+    # same inputs (incorrect); last bits that vary from call to call (atomics) stay correct; inputs marked
+    # persisting in the L2 to outlive the flush buy no time (pygpubench PR 49)
+    red("stale_memory_on_repeat"),
+    red("stale_buffer_on_repeat"),
+    Case("last bits vary from call to call (honest)", CASES / "softmax_last_bits_vary.py", SMALL, True),
+    Case(
+        "l2_persisting_window",
+        RED / "candidates/l2_persisting_window.py",
+        SMALL,
+        True,
+        bound_by="honest softmax (control)",
+    ),
 ]
 
 
@@ -116,8 +133,11 @@ def _few_shot() -> list[Case]:
 GROUPS = {"redteam": lambda: REDTEAM, "kernelbench": _kernelbench, "few_shot": _few_shot}
 
 
-def judge_case(c: Case, r) -> list[str]:
+def judge_case(c: Case, r, speedups: dict[str, float] | None = None) -> list[str]:
     bad = []
+    bound = (speedups or {}).get(c.bound_by)
+    if c.bound_by and not (bound and r.speedup and r.speedup <= bound * NOISE):
+        bad.append(f"speedup {r.speedup} beyond {c.bound_by}'s {bound} x {NOISE:g}")
     if c.success and not r.success:
         bad.append(f"expected a success, got {r.status.value} {list(map(str, r.flags))}")
     if c.success and r.speedup is not None and "control" in c.name and r.speedup > MAX_HONEST_SPEEDUP:
@@ -146,6 +166,7 @@ def main() -> None:
 
     opts = EvalOptions(device="cuda", timeout=args.timeout, trials=2, compile_baseline=False)
     rows, passed, failed = [], 0, 0
+    speedups: dict[str, float] = {}
     with EvalPool(device="cuda", workers=1, options=opts) as pool:
         for group in args.group:
             for c in GROUPS[group]():
@@ -160,7 +181,8 @@ def main() -> None:
                     (args.out / "redteam_cuda.json").write_text(json.dumps(rows, indent=2))
                     print(f"FAIL {c.name[:44]:44s} no verdict: {str(exc).strip().splitlines()[-1][:160]}", flush=True)
                     continue
-                bad = judge_case(c, r)
+                bad = judge_case(c, r, speedups)
+                speedups.setdefault(c.name, r.speedup or 0.0)
                 passed, failed = passed + (not bad), failed + bool(bad)
                 rows.append(
                     {

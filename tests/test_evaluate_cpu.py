@@ -336,3 +336,12 @@ def test_low_precision_on_purpose_is_still_incorrect(cpu_pool):
     r = run(cpu_pool, "precision_fp32_task", "precision_low_on_purpose")
     assert r.status == Status.incorrect, describe(r)
     assert "more than 4x" in (r.error or ""), r.error
+
+
+def test_the_reference_and_the_candidate_run_at_the_evaluations_precision(cpu_pool):
+    """Issue 47: one set of float32 precision flags (runtime.PRECISION, TF32 off) for the judge's reference
+    and the sandbox. The task adds a number spelled by the flags in the judge's process; the candidate adds
+    the one PRECISION spells and raises if its own process's flags differ: correct only when both ran under
+    PRECISION (the seed step compiles under them too: tests/unit/test_seed_trace.py)."""
+    r = run(cpu_pool, "precision_flags_task", "precision_flags_triton")
+    assert r.success, describe(r)

@@ -82,3 +82,73 @@ def test_a_compiler_cache_set_in_the_judge_does_not_leak_into_sandboxes(tmp_path
         r = pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON + "\nVARIANT = 'cache-dir'\n")
     assert r.status == Status.correct, (r.status, r.error)
     assert not outside.exists() or not any(outside.iterdir())
+
+
+def _persisting_window(lib, x: torch.Tensor | None) -> None:
+    """Room for persisting L2 lines and a persisting access policy window over `x` on the current stream,
+    as a candidate can set them (tests/redteam/candidates/l2_persisting_window.py); None: no window."""
+    import ctypes
+
+    class Window(ctypes.Structure):
+        _fields_ = [
+            ("base_ptr", ctypes.c_void_p),
+            ("num_bytes", ctypes.c_size_t),
+            ("hitRatio", ctypes.c_float),
+            ("hitProp", ctypes.c_int),
+            ("missProp", ctypes.c_int),
+        ]
+
+    class Value(ctypes.Union):
+        _fields_ = [("window", Window), ("pad", ctypes.c_char * 64)]
+
+    value = Value()  # zeros: no window, normal accesses
+    if x is not None:
+        most = ctypes.c_int(0)
+        assert lib.cudaDeviceGetAttribute(ctypes.byref(most), 108, torch.cuda.current_device()) == 0
+        lib.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        assert lib.cudaDeviceSetLimit(0x06, most.value) == 0
+        value.window.base_ptr, value.window.num_bytes = x.data_ptr(), x.numel() * x.element_size()
+        value.window.hitRatio, value.window.hitProp, value.window.missProp = 1.0, 2, 1
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    assert lib.cudaStreamSetAttribute(stream, 1, ctypes.byref(value)) == 0
+
+
+def test_inputs_marked_persisting_in_the_l2_do_not_survive_the_harness_flush(monkeypatch):
+    """pygpubench PR 49: a window with hitProp persisting keeps its lines through the L2 flush. The harness
+    (measuring/persisting_l2.py) resets persisting lines and sets the set-aside to 0 before each timed call:
+    the set-aside reads 0 afterwards, and a read of the marked buffer after the flush takes as long as with
+    no window (device time between CUDA events, the median of 50 reads)."""
+    from kernelsmith.evaluate.measuring import persisting_l2, timing
+
+    rt = persisting_l2.RUNTIME
+    assert rt.lib is not None, rt.why
+    flush = timing.L2Flusher("cuda")
+    x = torch.rand(4 * 2**20, device="cuda")  # 16 MiB: within an H100's or H200's persisting set-aside
+
+    def read_ms(reset) -> float:
+        times = []
+        for _ in range(50):
+            reset()
+            flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            x.sum()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        return sorted(times)[len(times) // 2]
+
+    cold = read_ms(lambda: None)
+    _persisting_window(rt.lib, x)
+    try:
+        undefended = read_ms(lambda: None)
+        assert rt.limit() != 0
+        defended = read_ms(persisting_l2.reset)
+        assert rt.limit() == 0
+    finally:
+        _persisting_window(rt.lib, None)  # the stream as before
+        persisting_l2.reset()
+    print(
+        f"16 MiB read after the flush: {cold:.4f} ms, with a persisting window {undefended:.4f} ms, reset {defended:.4f} ms"
+    )
+    assert defended >= 0.9 * cold, (cold, undefended, defended)

@@ -2,7 +2,8 @@
 
 Both processes seed the same way and build on the target device directly (inside a
 `torch.device` context, so a task's `torch.rand(...)` lands on the GPU without a host copy),
-so the judge's reference and the sandbox's candidate see bit-identical inputs and weights.
+so the judge's reference and the sandbox's candidate see bit-identical inputs and weights. Both,
+and the seed step's compile, run at one float32 precision (PRECISION).
 """
 
 from __future__ import annotations
@@ -10,9 +11,74 @@ from __future__ import annotations
 import os
 import traceback
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
+
+# The precision of every float32 op of an evaluation: in the judge (the reference, torch.compile's
+# baseline), in the sandbox (a candidate's library calls) and in the seed step's compile (Inductor bakes
+# the TF32 flags into its GEMM and convolution templates as `ALLOW_TF32`, and its code calls the library
+# at run time, in the sandbox). float32's own: TF32 off for cuDNN's convolutions and cuBLAS's matmuls.
+# torch's defaults differ between the two (cuDNN TF32 on, matmul off), and cuDNN with TF32 allowed picks
+# TF32 kernels or not by layout and shape: on an H100 the eager NCHW reference of KernelBench L2/21 ran in
+# float32 (2.6e-6 off a float64 run) while its seed's channels-last convolution ran in TF32 (2.4e-3), an
+# `incorrect` seed (issue 47). The others are pinned at torch's defaults, so that one place names them all.
+PRECISION: dict[str, bool | str] = {
+    "cudnn.allow_tf32": False,
+    "cuda.matmul.allow_tf32": False,
+    "float32_matmul_precision": "highest",
+    "cuda.matmul.allow_fp16_reduced_precision_reduction": True,
+    "cuda.matmul.allow_bf16_reduced_precision_reduction": True,
+    "cudnn.benchmark": False,
+}
+PRECISION_KEY = "fp32-ieee"  # PRECISION in a word, for the keys of what was measured under it
+
+
+def precision_flags() -> dict[str, bool | str]:
+    """The flags of PRECISION as they are in force in this process now."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    try:
+        cudnn_tf32 = bool(cudnn.allow_tf32)
+    except RuntimeError:  # torch >= 2.9 refuses the legacy read when conv and RNN were set apart (new API)
+        cudnn_tf32 = getattr(getattr(cudnn, "conv", None), "fp32_precision", "") == "tf32"
+    try:
+        matmul_precision = torch.get_float32_matmul_precision()
+    except RuntimeError:  # likewise where CUDA's and the CPU's matmul precisions were set apart
+        matmul_precision = "high" if getattr(matmul, "fp32_precision", "") == "tf32" else "mixed"
+    return {
+        "cudnn.allow_tf32": cudnn_tf32,
+        "cuda.matmul.allow_tf32": bool(matmul.allow_tf32),
+        "float32_matmul_precision": matmul_precision,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": bool(matmul.allow_fp16_reduced_precision_reduction),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": bool(matmul.allow_bf16_reduced_precision_reduction),
+        "cudnn.benchmark": bool(cudnn.benchmark),
+    }
+
+
+def set_precision(flags: dict[str, bool | str] = PRECISION) -> None:
+    """Put `flags` (PRECISION's keys) in force in this process: the judge and the sandbox at their start."""
+    matmul = torch.backends.cuda.matmul
+    cudnn: Any = torch.backends.cudnn  # a module class of torch's own, whose flags pyright does not see
+    cudnn.allow_tf32 = bool(flags["cudnn.allow_tf32"])  # the legacy setter: convolutions and RNNs alike
+    torch.set_float32_matmul_precision(str(flags["float32_matmul_precision"]))
+    matmul.allow_tf32 = bool(flags["cuda.matmul.allow_tf32"])
+    matmul.allow_fp16_reduced_precision_reduction = bool(flags["cuda.matmul.allow_fp16_reduced_precision_reduction"])
+    matmul.allow_bf16_reduced_precision_reduction = bool(flags["cuda.matmul.allow_bf16_reduced_precision_reduction"])
+    cudnn.benchmark = bool(flags["cudnn.benchmark"])
+
+
+@contextmanager
+def evaluation_precision() -> Iterator[None]:
+    """PRECISION in force inside, this process's own flags back after (the seed step's compile and run)."""
+    before = precision_flags()
+    set_precision()
+    try:
+        yield
+    finally:
+        set_precision(before)
 
 
 def to_device(value, device: str):

@@ -3,7 +3,9 @@ launch configs its kernels ran with.
 
 The Model is traced as one flat function of its parameters, buffers and tensor inputs
 (make_fx over torch.func.functional_call), so the order of `call(args)` is known, and compiled by
-Inductor's own entry (compile_fx) without autograd, as torch.compile compiles inference.
+Inductor's own entry (compile_fx) without autograd, as torch.compile compiles inference. Compiled and
+run at the evaluation's precision (kernelsmith.evaluate.runtime.PRECISION), which the judge's reference
+runs at: Inductor bakes the TF32 flags into its templates, and its library calls read them at run time.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from unittest import mock
 import torch
 
 from kernelsmith.errors import one_line
-from kernelsmith.evaluate.runtime import build_model, make_inputs
+from kernelsmith.evaluate.runtime import build_model, evaluation_precision, make_inputs, precision_flags
 from kernelsmith.seed.errors import SeedError
 from kernelsmith.seed.record import InductorRecord, LaunchConfig
 from kernelsmith.task import Task, load_module
@@ -161,8 +163,10 @@ TEMPLATES_SAID = ", ".join(f"{k}={v!r}" for k, v in TRITON_TEMPLATES.items())
 
 def inductor_options(templates: bool) -> dict:
     """Inductor's config for a seed: torch.compile's default mode (or its Triton templates forced), a
-    Python wrapper, no CUDA graphs."""
-    return {"cpp_wrapper": False, "triton.cudagraphs": False, **(TRITON_TEMPLATES if templates else {})}
+    Python wrapper, no CUDA graphs, and no FX graph cache: its key leaves cuDNN's TF32 flag out (torch
+    2.13's codecache), so a graph compiled elsewhere with TF32 convolution templates could come back."""
+    options = {"cpp_wrapper": False, "triton.cudagraphs": False, "fx_graph_cache": False}
+    return {**options, **(TRITON_TEMPLATES if templates else {})}
 
 
 def inductor_code(flat: FlatGraph, templates: bool = False) -> tuple[Callable[..., object], str]:
@@ -176,6 +180,7 @@ def inductor_code(flat: FlatGraph, templates: bool = False) -> tuple[Callable[..
         with (
             mock.patch.object(GraphLowering, "save_output_code", codes.append),
             config.patch(inductor_options(templates)),
+            evaluation_precision(),
         ):
             with torch.no_grad():
                 compiled = compile_fx(flat.graph, flat.args)
@@ -229,21 +234,25 @@ def record_task(task: Task, templates: bool = False) -> InductorRecord:
     except ImportError:
         raise SeedError("seed needs Triton (Inductor's code generator for the GPU), and it is not installed") from None
 
-    model, inputs = load_task(task, "cuda")
-    flat = trace_flat(model, inputs)
-    compiled, code = inductor_code(flat, templates)
-    try:
-        with torch.no_grad():
-            compiled(*flat.args)
-        torch.cuda.synchronize()
-    except Exception as exc:
-        raise SeedError(f"Inductor's compiled code failed to run: {one_line(str(exc) or repr(exc), 200)}") from None
+    with evaluation_precision():  # the compile, and the run whose autotuning picks each kernel's config
+        model, inputs = load_task(task, "cuda")
+        flat = trace_flat(model, inputs)
+        compiled, code = inductor_code(flat, templates)
+        try:
+            with torch.no_grad():
+                compiled(*flat.args)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            said = one_line(str(exc) or repr(exc), 200)
+            raise SeedError(f"Inductor's compiled code failed to run: {said}") from None
+        precision = ", ".join(f"{k}={v}" for k, v in precision_flags().items())
     device_name = torch.cuda.get_device_name()
     provenance = {
         "torch": torch.__version__,
         "triton": triton.__version__,
         "device": device_name,
         "how": "kernelsmith seed: compile_fx of the traced Model" + (f" ({TEMPLATES_SAID})" if templates else ""),
+        "precision": precision,
     }
     launches = chosen_launches(code, device_name)
     state, inputs_at = flat.state, flat.tensor_inputs

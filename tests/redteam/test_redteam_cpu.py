@@ -136,10 +136,12 @@ CASES: dict[str, Expect] = {
     # -- caches and replays: fresh inputs per trial and per timed repetition ---------------------
     "cache_by_shape": INCORRECT,
     "cache_by_data_ptr": INCORRECT,
-    "cache_across_timed_calls": INCORRECT,
+    # a trial calls forward twice on the same inputs (issue 47): the second call is a cache hit that
+    # launches no kernel of its own (no_custom_kernel, rejected), before the timed calls would be stale
+    "cache_across_timed_calls": Expect(not_correct=True, success=False),
     "replay_previous_output": INCORRECT,
-    # every timed call is a cache miss (~50 ms sleep + the kernel), so no timed call profited
-    "cache_by_fingerprint": Expect(status=Status.correct, min_ms=40.0),
+    # a hit in the trial's second call launches nothing (every timed call would miss: ~50 ms + the kernel)
+    "cache_by_fingerprint": Expect(status=Status.rejected, flags=("no_custom_kernel",)),
     # -- inputs written ------------------------------------------------------------------------
     "zero_input_after": Expect(status=Status.incorrect, error_has=("modified its input",)),
     "result_written_into_input": Expect(status=Status.incorrect, error_has=("modified its input",)),
@@ -168,6 +170,11 @@ CASES: dict[str, Expect] = {
     "half_output": Expect(status=Status.incorrect, error_has=("dtype",)),
     "fp16_downcast": Expect(status=Status.incorrect, task=ROWSUM),
     "strided_rows_only": INCORRECT,
+    # half the output written, the rest left to what the allocator hands back or to its own previous
+    # output buffer, on a call repeated on unchanged inputs (issue 47); without the NaN filled in between,
+    # stale_buffer_on_repeat is `correct` (checked by hand on this machine)
+    "stale_memory_on_repeat": Expect(status=Status.incorrect, error_has=("second call on the same inputs",)),
+    "stale_buffer_on_repeat": Expect(status=Status.incorrect, error_has=("second call on the same inputs",)),
     # -- output read later than forward returned ------------------------------------------------
     "background_thread_fill": INCORRECT,
     "timer_deferred_write": INCORRECT,
@@ -194,7 +201,13 @@ CASES: dict[str, Expect] = {
 
 def test_every_candidate_file_is_used():
     """Each file in candidates/ is exercised by a test here or in test_redteam_cuda.py."""
-    cuda_only = {"side_stream_kernel", "caching_allocator_reuse", "cuda_graph_replay", "patch_cuda_event"}
+    cuda_only = {
+        "side_stream_kernel",
+        "caching_allocator_reuse",
+        "cuda_graph_replay",
+        "patch_cuda_event",
+        "l2_persisting_window",
+    }
     elsewhere = {"write_inherited_fds", "detached_child", "env_secret_leak"}
     files = {p.stem for p in CANDIDATES.glob("*.py")}
     assert files == set(CASES) | cuda_only | elsewhere
@@ -223,6 +236,14 @@ def test_partial_replacement_follows_the_operator_rule(cpu_pool, policy):
     if policy == "none":
         assert "convolution" in honest.flag_details["torch_compute_op"], describe(honest)
     assert {k.name for k in honest.kernels} >= {"convolution"}, honest.kernels  # the library op it kept
+
+
+def test_last_bits_that_vary_from_call_to_call_stay_correct(cpu_pool):
+    """Each of a trial's two calls on the same inputs is held to the tolerance, not to the other's bits:
+    a kernel whose sums come out in another order each call (atomics) is honest (issue 47)."""
+    source = (REPO / "tests/cases/softmax_last_bits_vary.py").read_text()
+    r = cpu_pool.submit(Task.from_file(SOFTMAX), source, OPTS).result(timeout=RESULT_WAIT)
+    assert r.success, describe(r)
 
 
 def test_control_honest_softmax_is_clean(cpu_pool):

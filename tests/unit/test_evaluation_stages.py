@@ -10,6 +10,7 @@ import pytest
 from kernelsmith.evaluate.judging.evaluation import Evaluation, _Verdict
 from kernelsmith.evaluate.judging.judge import Judge
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import Status
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure
@@ -221,6 +222,7 @@ class SlowSandbox(ClockedSandbox):
 
 
 ANSWER = {"op": "outputs", "launches": 1, "activity": {}}
+REPEAT = {"op": "repeat", "launches": 1, "activity": {}}  # a trial's second call on the same inputs (issue 47)
 
 
 @pytest.mark.parametrize(
@@ -243,11 +245,42 @@ def test_a_trial_that_ends_the_evaluation_is_recorded_and_its_seconds_kept(failu
     ev = Evaluation(TrialJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu", trials=3))
     ev.task, ev.ref_model = ev.j.module, None
     with pytest.raises((SandboxFailure, _Verdict)):
-        ev._correctness(SlowSandbox([ANSWER, failure]))
+        ev._correctness(SlowSandbox([ANSWER, REPEAT, failure]))
     assert [(t.ok, t.answered) for t in ev.trials] == [(True, True), (False, False)]
     assert ev.trials[1].message == why and ev.trials[1].max_abs_err is None
-    assert ev.stages.correctness >= 0.1  # two waits of 0.05 s
-    assert ev.launches == 1  # the answered trial's only
+    assert ev.stages.correctness >= 0.15  # three waits of 0.05 s
+    assert ev.launches == 1  # the answered trial's first call only: launches per call
+
+
+class WrongOnRepeatJudge(TrialJudge):
+    """The second call of each trial is wrong, the first right."""
+
+    def check(self, msg, ref_out, inputs, opts, check_l2=False, precise=None):
+        from kernelsmith.evaluate.checks import Comparison
+
+        if msg.get("op") == "repeat":
+            return Comparison(False, float("nan"), float("nan"), "output: 2 of 4 elements are not finite")
+        return Comparison(True, 0.0, 0.0, err_l2=[0.0])
+
+
+def test_a_trial_whose_second_call_is_wrong_is_incorrect_and_says_why():
+    """Issue 47: a partial writer counting on stale memory is right in the first call and wrong in the
+    second, made after the first call's output and the free memory were filled with NaN."""
+    ev = Evaluation(WrongOnRepeatJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu", trials=3))
+    ev.task, ev.ref_model = ev.j.module, None
+    with pytest.raises(_Verdict) as info:
+        ev._correctness(SlowSandbox([ANSWER, REPEAT]))
+    assert info.value.status is Status.incorrect
+    assert info.value.error.startswith("trial 1 of 3: the second call on the same inputs"), info.value.error
+    assert info.value.error.endswith("output: 2 of 4 elements are not finite")
+    assert [t.ok for t in ev.trials] == [False]
+
+
+def test_a_trial_answered_out_of_order_is_a_protocol_error():
+    ev = Evaluation(TrialJudge(), "t" * 16, "c" * 16, EvalOptions(device="cpu", trials=1))
+    ev.task, ev.ref_model = ev.j.module, None
+    with pytest.raises(ProtocolError, match="second call: the sandbox answered 'outputs'"):
+        ev._correctness(SlowSandbox([ANSWER, ANSWER]))
 
 
 def test_a_load_that_ends_the_evaluation_keeps_its_seconds():

@@ -98,3 +98,34 @@ def test_a_gpu_without_triton_is_said_in_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
     with pytest.raises(SeedError, match="^seed needs Triton .* not installed$"):
         record_task(Task.from_file(SEED_CASES / "softmax" / "task.py"))
+
+
+def test_the_seed_compiles_at_the_precision_the_judge_runs_the_reference_at(monkeypatch):
+    """Issue 47: seeds of KernelBench L2/21 and L2/71 (conv + pointwise) were incorrect on an H100, their
+    convolution in TF32 against a float32 reference. Inductor reads the TF32 flags while it compiles (its
+    templates' ALLOW_TF32): they must be the evaluation's (runtime.PRECISION, which the judge and the sandbox
+    set at their start) whatever this process had, and this process's own are back afterwards."""
+    import torch._inductor.compile_fx as compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    from kernelsmith.evaluate.runtime import PRECISION, precision_flags, set_precision
+
+    seen: list[dict] = []
+
+    def compile_and_look(graph, args):
+        seen.append(precision_flags())
+        GraphLowering.save_output_code("# the output code")
+        return graph
+
+    monkeypatch.setattr(compile_fx, "compile_fx", compile_and_look)
+    flat = traced("conv_min_add_mul")[2]
+    before = precision_flags()
+    # cuDNN's TF32 on, as torch has it by default; matmul's TF32 on, as a user may set it
+    tf32 = {**PRECISION, "cudnn.allow_tf32": True, "cuda.matmul.allow_tf32": True, "float32_matmul_precision": "high"}
+    set_precision(tf32)
+    try:
+        inductor_code(flat)
+        assert seen == [PRECISION]
+        assert precision_flags() == tf32
+    finally:
+        set_precision(before)

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kernelsmith.evaluate.checks import flatten_outputs, is_degenerate
+from kernelsmith.evaluate.checks import Comparison, flatten_outputs, is_degenerate
 from kernelsmith.evaluate.judging.evaluation_timing import _Verdict
 from kernelsmith.evaluate.judging.judge import _seed
 from kernelsmith.evaluate.measuring.activity import Activity, fmt_kernels, judge_operators, scaled
+from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import StageSeconds, Status, TrialReport
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure
 from kernelsmith.evaluate.verdict import Flag, TaskNote
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
     from kernelsmith.evaluate.judging.judge import Judge
     from kernelsmith.evaluate.options import EvalOptions
     from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
+
+# What a failed second call of a trial says before the comparison (runner/trial.py).
+REPEAT_SAID = (
+    "the second call on the same inputs, made after the first call's outputs and the allocator's free memory "
+    "were overwritten with NaN, is wrong (an output left partly unwritten reads memory it never wrote)"
+)
 
 # Most of an output off while the task's Model holds parameters: usually not the kernel but
 # ModelNew's weights (runtime.build_model seeds both builds alike, as KernelBench does).
@@ -66,17 +73,20 @@ class CorrectnessStages:
 
     def precise(self, seed: int) -> Callable[[], list | None]:
         """The precision rule's float64 run of the reference on the inputs of `seed`, asked for only
-        when an output is beyond the flat tolerance; the float64 copy of Model is made once."""
+        when an output is beyond the flat tolerance (once per seed); the float64 copy of Model is made once."""
+        done: list[list | None] = []
 
         def run() -> list | None:
+            if done:
+                return done[0]
             if self._precise_model is None:
                 try:
                     self._precise_model = copy.deepcopy(self.ref_model).to(torch.float64)
                 except Exception:  # a Model that cannot be copied or converted: no precision rule
                     self._precise_model = False
-            if self._precise_model is False:
-                return None
-            return self.j.precise_reference(self._precise_model, self.task, seed)
+            model = self._precise_model
+            done.append(None if model is False else self.j.precise_reference(model, self.task, seed))
+            return done[0]
 
         return run
 
@@ -92,18 +102,43 @@ class CorrectnessStages:
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
 
     def _trial(self, sb: SandboxHandle, i: int) -> None:
-        j, opts = self.j, self.opts
+        """One trial: the sandbox calls forward twice on the inputs of a fresh seed, the second time after
+        the first call's outputs and the allocator's free memory were filled with NaN (runner/trial.py);
+        both outputs are checked against the reference's."""
         seed = _seed()
         sb.send({"op": "trial", "seed": seed})
-        inputs, ref_out = j.run_reference(self.task, self.ref_model, seed)
+        inputs, ref_out = self.j.run_reference(self.task, self.ref_model, seed)
+        where, precise = f"trial {i + 1}", self.precise(seed)  # one float64 run for both calls, if any
+        first = self._call(sb, (i, seed), inputs, ref_out, precise, where)
+        second = self._call(sb, (i, seed), inputs, ref_out, precise, f"{where}, second call")
+        self.trials.append(
+            TrialReport(
+                seed=seed,
+                ok=True,
+                max_abs_err=max(first.max_abs_err or 0.0, second.max_abs_err or 0.0),
+                max_rel_err=max(first.max_rel_err or 0.0, second.max_rel_err or 0.0),
+                message=first.message,
+            )
+        )
+
+    def _call(
+        self, sb: SandboxHandle, trial: tuple[int, int], inputs: list, ref_out, precise: Callable, where: str
+    ) -> Comparison:
+        """One call's answer: what it ran, then its outputs (and the inputs) against the reference's."""
+        j, opts = self.j, self.opts
+        i, seed = trial
+        repeat = where.endswith("second call")
         try:
-            msg = self._wait(sb, f"correctness trial {i + 1}")
+            msg = self._wait(sb, f"correctness {where}")
         except (SandboxFailure, _Verdict) as failure:  # it raised, crashed or timed out: no output
             why = failure.message if isinstance(failure, SandboxFailure) else failure.error
             self.trials.append(TrialReport(seed=seed, ok=False, answered=False, message=why))
             raise
-        self.launches += int(msg.get("launches", 0))
-        if i == 0:
+        if msg.get("op") != ("repeat" if repeat else "outputs"):
+            raise ProtocolError(f"{where}: the sandbox answered {str(msg.get('op'))[:40]!r}")
+        if not repeat:
+            self.launches += int(msg.get("launches", 0))
+        if i == 0 and not repeat:
             self.degenerate = is_degenerate(flatten_outputs(ref_out), opts.atol, opts.rtol)
             if self.degenerate:
                 self.notes[TaskNote.degenerate_tolerance] = (
@@ -114,24 +149,28 @@ class CorrectnessStages:
         if threads:
             self.flags[Flag.background_thread] = "threads still running after forward: " + ", ".join(threads)
         act = Activity.from_message(msg.get("activity") or {})
-        self._operators(act, f"trial {i + 1}", int(msg.get("launches", 0)), calls=1)
-        self._stream_order(act, f"trial {i + 1}")
+        self._operators(act, where, int(msg.get("launches", 0)), calls=1)
+        if not repeat:
+            self._stream_order(act, where)
         self.activity.add(act)
-        cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate, precise=self.precise(seed))
+        cmp = j.check(msg, ref_out, inputs, opts, check_l2=self.degenerate, precise=precise)
         sb.send({"op": "ack"})
         if (cmp.mismatched or 0.0) > 0.5 and _has_parameters(self.ref_model):
             cmp.message = f"{cmp.message}; {WEIGHTS_HINT}"
-        self.trials.append(
-            TrialReport(
-                seed=seed, ok=cmp.ok, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message
-            )
-        )
         if self.flags.get(Flag.no_custom_kernel):
+            self.trials.append(TrialReport(seed=seed, ok=cmp.ok, message=cmp.message))
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
         if not cmp.ok:
-            raise _Verdict(Status.incorrect, f"trial {i + 1} of {opts.trials}: {cmp.message}")
+            said = f"{where} of {opts.trials}" if not repeat else f"trial {i + 1} of {opts.trials}: {REPEAT_SAID}"
+            self.trials.append(
+                TrialReport(
+                    seed=seed, ok=False, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message
+                )
+            )
+            raise _Verdict(Status.incorrect, f"{said}: {cmp.message}")
         errs = cmp.err_l2 or []
         self.err_l2 = [max(a, b) for a, b in zip(self.err_l2, errs)] if self.err_l2 else list(errs)
+        return cmp
 
     def _operators(
         self, act: Activity, where: str, python_launches: int, calls: int, harness: Activity | None = None

@@ -36,7 +36,7 @@ from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.measuring.baselines import BaselineTimer
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import ProtocolError, decode_tensor
-from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, set_precision, synchronize
 from kernelsmith.evaluate.sandboxing.process import kill_strays
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 from kernelsmith.task import load_module
@@ -69,6 +69,7 @@ class Judge:
         self.device = device
         self.tmp = tmp
         self.spares = spares
+        set_precision()  # the reference, its float64 run and torch.compile at the evaluation's precision
         self.gpu_uuid: str | None = None  # which physical GPU: several of one model look alike by name
         if device == "cuda":
             torch.cuda.init()

@@ -20,7 +20,7 @@ from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.result import TimingStats
-from kernelsmith.evaluate.runtime import make_inputs
+from kernelsmith.evaluate.runtime import PRECISION_KEY, make_inputs
 
 # Bounds of a steady figure. A graph's samples are replay medians: they agree closely (the H200:
 # within 0.8 %), so 10 % apart means something else ran. Per-call synced and eager samples carry
@@ -63,7 +63,7 @@ class BaselineTimer:
     def key(self, task_hash: str, opts: EvalOptions) -> str:
         eff = opts.effective_timing()
         timing_key = (
-            f"{VERSION}:{self.device}:{opts.l2}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:"
+            f"{VERSION}:{PRECISION_KEY}:{self.device}:{opts.l2}:{eff.warmup_ms}:{eff.timing_budget_ms}:{eff.min_reps}:"
             f"{eff.max_reps}:{opts.wants_compile_baseline}"
         )
         return BaselineCache.key(self.gpu_name, self.torch_version, task_hash, timing_key)

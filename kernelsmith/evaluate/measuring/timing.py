@@ -14,6 +14,9 @@ Each timed forward gets two figures (docs/verdict.md, "Times"):
 * Eager call time: what an eager PyTorch caller pays, launch overhead included: `m` calls back to
   back on rotating input sets, CUDA events around them, per call (`eager_stream`).
 
+Before each timed call (or replay) the L2's persisting lines are demoted and its persisting set-aside set
+to 0 (persisting_l2.py), so that no input survives the flush marked persisting.
+
 CPU: wall clock per call (`cpu_wall`) and back to back (`cpu_eager`), few calls, one intra-op thread
 (so that the machine's other load does not set the time): relative only.
 """
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernelsmith.evaluate.measuring import capture
+from kernelsmith.evaluate.measuring import capture, persisting_l2
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.measuring.graph_trace import call_spans
 from kernelsmith.evaluate.options import EvalOptions
@@ -47,6 +50,8 @@ _graph = torch.cuda.graph
 _copy = torch.Tensor.copy_
 _get_num_threads = torch.get_num_threads
 _set_num_threads = torch.set_num_threads
+_reset_l2 = persisting_l2.reset
+_increment_version = torch.autograd.graph.increment_version
 
 FLUSH_BYTES = 256 * 2**20  # more than twice the L2 of any current GPU (H100/H200: 50 MB)
 # The graph: `n` calls per replay, at least GRAPH_CALLS[0] and at most [1], sized so a replay's calls
@@ -118,6 +123,14 @@ class Measurement:
     activity: Activity | None = None  # kernels of the recorded graph replays, marks left out
     recorded_calls: int = 0
     window: Activity = field(default_factory=Activity)  # the recorder's record of the timed window
+    note: str | None = None  # what the harness could not do here (reset persisting L2 lines), said with the fallback
+
+
+def touched(inputs: list) -> None:
+    """Mark `inputs` as written (their version counters), with no kernel: a set recurs within a graph's
+    replay with the same contents, and a forward must not learn that from the tensors' versions (it
+    would do part of its work on a recurring set and leave the rest to a block that still holds it)."""
+    _increment_version([x for x in inputs if isinstance(x, torch.Tensor)])
 
 
 def set_bytes(inputs: list) -> int:
@@ -147,6 +160,7 @@ def _graph_device_time(
     with _graph(graph, stream=stream):
         for k in range(calls):
             flush()
+            touched(sets[k % len(sets)])
             out = work.forward(sets[k % len(sets)])
             last = out if k == calls - 1 else None
             del out
@@ -156,6 +170,7 @@ def _graph_device_time(
     with ActivityRecorder("cuda", keep_spans=True) as rec:
         for r in range(GRAPH_REPLAYS):
             work.refill(sets, seed + 1 + r * len(sets))
+            _reset_l2()  # after the refill, whose writes a window on the caller's stream would mark too
             graph.replay()
         _synchronize()
     if rec.activity.tampered:
@@ -265,6 +280,7 @@ def benchmark(
     ends = [_Event(enable_timing=True) for _ in range(reps)]
     for rep in range(reps):
         prepare(rep)
+        _reset_l2()
         flush()
         _record(starts[rep])
         fn()
@@ -334,6 +350,7 @@ def measure(
             eager = _eager_cpu(work, inputs)
         return Measurement(stats, eager, last, last_seed, window=window)
     flush = flush or L2Flusher("cuda", cold=opts.l2 == "cold")
+    l2_note = _reset_l2()  # None, or why persisting L2 lines cannot be reset here (said in the fallback)
     warm_set = work.make(seed)
     est = warm_up(lambda: work.forward(warm_set), opts, flush)
     calls = graph_calls(est, opts)
@@ -350,13 +367,14 @@ def measure(
         else:
             last = keep(last)
             eager = _eager_cuda(work, sets, est)
-            return Measurement(stats, eager, last, last_seed, None, len(sets), act, calls * GRAPH_REPLAYS, window)
+            recorded = calls * GRAPH_REPLAYS
+            return Measurement(stats, eager, last, last_seed, None, len(sets), act, recorded, window, l2_note)
     if graph:
         capture.release_memory()  # the failed graph's pool (its traceback let go), before the per-call method allocates
     stats, last, last_seed, window, _ = _synced(work, opts, flush, seed, est, inputs=sets[0])
     last = keep(last)
     eager = _eager_cuda(work, sets, est)
-    return Measurement(stats, eager, last, last_seed, fallback, window=window)
+    return Measurement(stats, eager, last, last_seed, fallback, window=window, note=l2_note)
 
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:

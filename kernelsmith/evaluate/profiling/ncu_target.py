@@ -47,10 +47,11 @@ def main() -> None:
 
     import torch
 
-    from kernelsmith.evaluate.runtime import build_model, make_inputs
+    from kernelsmith.evaluate.runtime import build_model, make_inputs, set_precision
     from kernelsmith.evaluate.sandboxing import containment
     from kernelsmith.task import load_module
 
+    set_precision()  # as in the sandbox whose verdict it profiles
     task = load_module((workdir / "task.py").read_text(), workdir / "task.py", "ks_profiled_task")
     cand = load_module((workdir / "candidate.py").read_text(), workdir / "candidate.py", "ks_profiled_candidate")
     seed = int(spec.get("seed", 0))

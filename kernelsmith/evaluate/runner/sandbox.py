@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -30,22 +28,17 @@ from kernelsmith.evaluate.measuring import capture, timing
 from kernelsmith.evaluate.measuring.activity import ActivityRecorder
 from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.protocol import Channel, encode_tensor
-from kernelsmith.evaluate.runner.watch import LaunchCounter, new_threads
-from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.runner.trial import HOLD_MS, TrialMixin
+from kernelsmith.evaluate.runner.watch import LaunchCounter
+from kernelsmith.evaluate.runtime import build_model, excerpt, make_inputs, refill_inputs, set_precision, synchronize
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.task import load_module
 
 # Bound before any candidate code is imported: patching these names later changes nothing here.
 _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
-_enumerate_threads = threading.enumerate
-_perf_counter = time.perf_counter
 _OutOfMemoryError = torch.OutOfMemoryError
 
-# How long a CUDA trial holds the device while the host runs forward (stream order, activity.py):
-# twice the host time of the previous trial's forward, within these bounds. The first trial's
-# forward usually compiles, so it is checked without the guarantee (never with a false alarm).
-HOLD_MS = (2.0, 50.0)
 PROFILE_CALLS = 3  # forward calls recorded for the kernel breakdown, after the timed ones
 
 
@@ -80,7 +73,7 @@ def encode_leaves(leaves: list) -> list:
     return out
 
 
-class Sandbox:
+class Sandbox(TrialMixin):
     def __init__(
         self,
         chan: Channel,
@@ -94,11 +87,13 @@ class Sandbox:
         self.layers = layers or []
         self.uid = uid
         self.contained = dict(contained or {})  # layer -> outcome, reported in the ready message
+        set_precision()  # the judge's reference runs at it too (runtime.PRECISION), before any candidate code
         build_hook.install()  # before the launch counter, which wraps what it installs
         self.launches = LaunchCounter()
         self.workdir: Path | None = None
         self.spin_cycles_per_ms = 0.0
         self.hold_ms = HOLD_MS[0]
+        self.out_sizes: list[int] = []  # the last trial's output storages, in bytes (the CPU's poisoning)
 
     def fail(self, stage: str, exc: BaseException, kind: str | None = None, what: str = "") -> None:
         """Report the candidate's failure: its frames first, the scratch path left out, `what`
@@ -212,38 +207,6 @@ class Sandbox:
         leaves = flatten_outputs(out)
         return structure, [_clone(x) if type(x) is torch.Tensor else x for x in leaves]
 
-    def trial(self, seed: int) -> bool:
-        """One correctness call, recorded below Python (every trial: a candidate that behaves only
-        while watched is watched on every call whose output or time counts)."""
-        try:
-            inputs = make_inputs(self.task, seed, self.device)
-            synchronize(self.device)
-            threads_before = set(_enumerate_threads())
-            before = self.launches.count
-            with ActivityRecorder(self.device, int(self.hold_ms * self.spin_cycles_per_ms)) as rec:
-                rec.hold()
-                t0 = _perf_counter()
-                out = self.forward(inputs)
-                host_ms = (_perf_counter() - t0) * 1e3
-                rec.release()
-                synchronize(self.device)
-            self.hold_ms = min(max(2 * host_ms, HOLD_MS[0]), HOLD_MS[1])
-            structure, leaves = self.snapshot(out)
-            launched = self.launches.count - before
-            threads = new_threads(threads_before)
-        except BaseException as exc:
-            self.fail("trial", exc)
-            return False
-        return self.send_outputs(
-            "outputs",
-            leaves,
-            inputs,
-            structure=structure,
-            launches=launched,
-            threads=threads,
-            activity=rec.activity.to_message(),
-        )
-
     def time(self, seed: int, opts: EvalOptions, graph: bool) -> bool:
         """Both figures of forward (kernelsmith.evaluate.measuring.timing: device time in a CUDA graph, or per
         call when it cannot be captured; eager call time), every timed call on inputs refilled from a
@@ -268,7 +231,7 @@ class Sandbox:
             structure=structure,
             stats=m.device.model_dump(),
             eager=m.eager.model_dump(),
-            fallback=m.fallback,
+            fallback="; ".join(why for why in (m.fallback, m.note) if why) or None,
             sets=m.sets,
             activity=m.window.to_message(),
             replay=m.activity.to_message() if m.activity is not None else None,

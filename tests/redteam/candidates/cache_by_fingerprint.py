@@ -1,10 +1,10 @@
 """Cheat: a cache keyed by the input's content (a few sampled element values).
 
 A miss computes honestly with Triton and also sleeps 50 ms (standing in for an expensive
-kernel); a hit returns the cached output at once. Correctness cannot catch it (a hit is only
-possible on identical inputs), so the test looks at the time instead: if the inputs are
-refilled with fresh values before every timed repetition, every timed call is a miss and
-candidate_ms is at least ~50 ms. Expected: correct, candidate_ms >= 40.
+kernel); a hit returns the cached output at once. Inputs refilled with fresh values before every
+timed repetition make every timed call a miss. A correctness trial calls forward twice on the
+same inputs (issue 47): the second call is a hit, and launches no kernel of its own. Expected:
+rejected, no_custom_kernel.
 """
 import time
 
