@@ -65,8 +65,19 @@ def machine(device: str) -> dict:
         "transformers": _version("transformers"),
         "torchvision": _version("torchvision"),
         "cpus": os.cpu_count(),
-        "commit": _run(["git", "rev-parse", "--short", "HEAD"]) or "?",  # the device's copy may have no .git
+        "commit": _tree_commit(),
     }
+
+
+def _tree_commit() -> str:
+    """The commit this tree is, or "?" (filled in by --take): the device's copy may have no .git, or one
+    left from an earlier copy whose HEAD is not this tree (seen on 2026-12-06: it named a commit 4 back)."""
+    head = _run(["git", "rev-parse", "--short", "HEAD"])
+    try:
+        same = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=REPO, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        same = False
+    return head if head and same else "?"
 
 
 def header(step: Step, ctx: Ctx, seconds: float) -> str:

@@ -30,8 +30,24 @@ from .pattern import Pattern, meta, slot_meta
 from .substitute import Kernel, Substitution, bind, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
-_INSTANCES: dict[int, "KernelOp"] = {}  # a call's `instance` -> the KernelOp it runs (the patch installed then)
-_DEFINED: dict[str, Any] = {}  # op name -> its OpOverload (an operator is defined once a process)
+
+
+def _shared() -> dict:
+    """The process's one record of the operators and installs, whichever copy of this file made them: a
+    patch folder carries its own copy, and kernelsmith has one, but an operator is defined once a process
+    and a call must find its install whichever copy installed it. Kept on the operators' namespace."""
+    space = getattr(torch.ops, NAMESPACE)
+    shared = space.__dict__.get("_kernelsmith_shared")
+    if shared is None:
+        shared = space.__dict__["_kernelsmith_shared"] = {"instances": {}, "defined": {}, "library": []}
+    return shared
+
+
+# a call's `instance` -> the KernelOp it runs (the patch installed then); op name -> its OpOverload; and the
+# namespace's torch.library.Library (it must stay alive)
+_INSTANCES: dict[int, Any] = _shared()["instances"]
+_DEFINED: dict[str, Any] = _shared()["defined"]
+_LIBRARY: list = _shared()["library"]
 
 
 def op_ready(pattern: Pattern, written: list) -> str | None:
@@ -194,9 +210,6 @@ class KernelOp:
 def instance(number: int) -> "KernelOp | None":
     """The KernelOp of install `number` (an operator call's constant), if any."""
     return _INSTANCES.get(number)
-
-
-_LIBRARY: list = []  # the namespace's torch.library.Library, made once a process (it must stay alive)
 
 
 def _define(op_name: str):
