@@ -7,8 +7,9 @@ compute), so that what a patched forward costs beyond the original is the patch'
 models, the same norm written two ways:
 
 - `module`: the norm is a module of its own (an RMSNorm class): the region is the whole of its forward,
-  served by swapping that forward for one that calls the kernel (module_swap.py); forced onto the
-  traced forward (patch_runtime.whole patched to refuse) to measure that path on the same region.
+  whose forward is swapped for one that calls the kernel (module_swap.py); in eager mode the model's
+  traced forward inlines it; `no swap` (patch_runtime.whole patched to refuse) has the traced forward
+  find the region itself.
 - `inline`: the norm is written in the layer's forward after the Linear: the region is part of a
   module's forward, served by the layer's traced forward in eager mode (eager_graph.py) and by the
   graph pass under torch.compile.
@@ -173,15 +174,16 @@ def _configs(work: Path) -> dict[str, object]:
             runs[f"{label}: by hand, {mode}"] = made(call_entry(by_hand, "cpu").model)
             patched = call_entry(entry, "cpu").model
             patch = install(patched, patch_dir)
-            how = ("module swap" if patch.swaps else "traced forward") if mode == "eager" else "graph pass"
-            if mode == "compiled" and patch.swaps:
-                how = "swapped forward"
+            if mode == "eager":  # the model's forward traced; a swapped forward is inlined in it
+                how = "traced forward, swapped forward in it" if patch.swaps else "traced forward"
+            else:
+                how = "swapped forward calls the operator" if patch.swaps else "graph pass puts the operator in"
             runs[f"{label}: patched ({how}), {mode}"] = made(patched)
         if label == "module":
             with _no_swap():
                 forced = call_entry(entry, "cpu").model
                 install(forced, patch_dir)
-            runs[f"{label}: patched (traced forward, forced), eager"] = forced
+            runs[f"{label}: patched (traced forward, no swap), eager"] = forced
     return runs
 
 
@@ -207,12 +209,12 @@ def main() -> None:
                 medians[name].append(wall_times_ms(model, fresh, "cpu", args.forwards).median)  # pyright: ignore
     rows = {name: (statistics.median(m), min(m), max(m)) for name, m in medians.items()}
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.layers} layers, batch 1")
-    print(f"{'configuration':58} {'us/forward':>22} {'us/region over original':>24} {'/by hand':>10}")
+    print(f"{'configuration':64} {'us/forward':>22} {'us/region over original':>24} {'/by hand':>10}")
     for name, (med, low, high) in rows.items():
         mode = "compiled" if name.endswith("compiled") else "eager"
         original, hand = rows[f"{name.split(':')[0]}: original, {mode}"], rows[f"{name.split(':')[0]}: by hand, {mode}"]
         extra = (med - original[0]) * 1e3 / args.layers
-        print(f"{name:58} {med * 1e3:8.1f} ({low * 1e3:.1f}-{high * 1e3:.1f}) {extra:+24.1f} {med / hand[0]:9.2f}x")
+        print(f"{name:64} {med * 1e3:8.1f} ({low * 1e3:.1f}-{high * 1e3:.1f}) {extra:+24.1f} {med / hand[0]:9.2f}x")
     if args.json is not None:
         args.json.write_text(json.dumps({k: list(v) for k, v in rows.items()}, indent=1) + "\n")
 
