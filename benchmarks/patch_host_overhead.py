@@ -176,8 +176,8 @@ def _configs(work: Path) -> dict[str, object]:
             patch = install(patched, patch_dir)
             if mode == "eager":  # the model's forward traced; a swapped forward is inlined in it
                 how = "traced forward, swapped forward in it" if patch.swaps else "traced forward"
-            else:
-                how = "swapped forward calls the operator" if patch.swaps else "graph pass puts the operator in"
+            else:  # the graph pass finds the region (a swapped forward runs the module's own under tracing)
+                how = "graph pass, kernel inlined"
             runs[f"{label}: patched ({how}), {mode}"] = made(patched)
         if label == "module":
             with _no_swap():

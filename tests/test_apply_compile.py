@@ -190,14 +190,16 @@ def test_a_compiled_model_runs_the_kernel_in_the_graph_and_keeps_gradients(block
     """The block's norm region shares its module with a Linear: the graph pass puts the operator in its
     place in torch.compile's graph; a graph autograd differentiates keeps the model's ops."""
     model, x, reference, patch, name = _compiled_block(block, tmp_path)
-    assert not patch.swaps and patch.served(name).endswith("torch.compile's graphs call it")
+    assert not patch.swaps and patch.served(name).endswith("torch.compile compiles it into its graphs (inline.py)")
     compiled = torch.compile(model)
     with torch.no_grad():
         want = reference(x)
         assert patch.counts[name].fired == 0  # another model, compiled meanwhile: not the patch's
         got = compiled(x)
-    assert torch.allclose(got, want, atol=1e-5) and not torch.equal(got, want)  # the kernel's rounding, not the model's
-    assert patch.counts[name].fired == 1 and not any(patch.mode.enabled.values())  # the operator, no dispatch mode
+    assert torch.allclose(got, want, atol=1e-5)
+    assert patch.counts[name].fired == 1 and not any(patch.mode.enabled.values())  # no dispatch mode
+    kop = patch.ops[name]  # its own graph in Inductor's (inline.py): Inductor compiles it as the model's
+    assert kop.inline_why is None and len(kop.inlined) == 1
     with torch.no_grad():
         explained = torch._dynamo.explain(model)(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
@@ -279,3 +281,23 @@ def test_the_llama_decode_step_compiled_with_the_patch_runs_its_kernels(llama_ru
     assert q.returncode == 2 and q.stderr.strip().splitlines() == [
         "error: --mode graphs replays CUDA graphs: it needs --device cuda (this check runs on the cpu)"
     ], q.stderr
+
+
+def test_a_kernel_inductor_cannot_trace_keeps_its_operator_and_says_why(block, tmp_path):  # noqa: F811
+    """inline.py traces a kernel into Inductor's graph only where it traces on fake tensors with nothing
+    of its own: one with a tensor of its own keeps its opaque operator, which runs (and counts) per call."""
+    own = HONEST.replace(
+        "requires_grad=False)\n", "requires_grad=False)\n        self.register_buffer('table', torch.ones(48))\n"
+    ).replace("self.weight, 1e-6)", "self.weight * self.table, 1e-6)")
+    entry = call_entry(block[0], "cpu")
+    model, (x,) = entry.model, entry.args
+    with torch.no_grad():
+        want = model(x)
+    patch = install(model, _patch(block, tmp_path, own))
+    name = next(iter(patch.counts))
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        got = [compiled(x) for _ in range(3)]
+    kop = patch.ops[name]
+    assert kop.inline_why is not None and "tensors of its own (table)" in kop.inline_why and not kop.inlined
+    assert all(torch.allclose(g, want, atol=1e-5) for g in got) and patch.counts[name].fired == 3  # per call

@@ -40,6 +40,7 @@ RUNTIME = (
     "kernel_op.py",
     "module_swap.py",
     "graph_match.py",
+    "inline.py",
     "graph_pass.py",
     "eager_graph.py",
     "interpreter.py",

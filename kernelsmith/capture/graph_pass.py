@@ -4,8 +4,9 @@ forward graph Inductor compiles and puts the kernel's operator (kernel_op.py) in
 `kernelsmith apply` copies this file into the patch it writes.
 
 The region is found as graph_match.py finds it (once a graph is first compiled with the patch
-installed); the operator's values replace the region's, and the region's ops, now unused, go. A region
-at other shapes (a dynamic dimension) is not matched: the graph keeps the model's ops there.
+installed); the operator's values replace the region's, and the region's ops, now unused, go; then each
+operator call is the kernel's own graph where it traces (inline.py). A dynamic dimension the region reads
+is specialized to the region's size (a guard: another size compiles anew), as in eager mode.
 
 Only the patched model's graphs: the pass is the process's, but it replaces regions only in the graphs
 of a compile that traced the patched model (the patch notes the compile while Dynamo traces its forward
@@ -30,7 +31,8 @@ from typing import Any
 import torch
 from torch._guards import TracingContext, detect_fake_mode
 
-from .graph_match import Region, find
+from .graph_match import Region, find, specialize
+from .inline import inline_calls
 from .kernel_op import KernelOp
 
 
@@ -92,12 +94,13 @@ class Replacer:
             return
         training = _needs_grad() if is_inference is None else not is_inference
         renamed: dict = {}
+        symbols: list = []  # the symbolic sizes the regions read, specialized (graph_match.py)
         for kop in kops:
             if kop.graph is None:
                 kop.graph = Region(kop)
             if not kop.graph.ok:
                 continue
-            matches = find(graph, kop.graph, sealed=not training)
+            matches = find(graph, kop.graph, sealed=not training, symbols=None if training else symbols)
             if matches and training:
                 self._said(kop)
                 continue
@@ -105,7 +108,12 @@ class Replacer:
                 replace(graph, kop, kop.graph, m, renamed)
             if matches:
                 graph.eliminate_dead_code()  # the replaced regions' ops go before the next kernel looks
-        if renamed:
+        if symbols:
+            specialize(symbols)
+        inlined = 0 if training else inline_calls(graph, kops)  # their own graphs, where they trace
+        if inlined:
+            graph.eliminate_dead_code()
+        if renamed or inlined:
             from torch._inductor.pattern_matcher import stable_topological_sort
 
             stable_topological_sort(graph)
@@ -127,7 +135,7 @@ class Replacer:
             return None  # a pass Inductor cannot name: no cache
         here = Path(__file__)
         h = hashlib.sha256(
-            b"".join(here.with_name(f).read_bytes() for f in (here.name, "graph_match.py", "kernel_op.py"))
+            b"".join(here.with_name(f).read_bytes() for f in (here.name, "graph_match.py", "inline.py", "kernel_op.py"))
         )
         # The instances too: a graph from Inductor's cache calls each operator with the install it was
         # compiled with, which in another process may be another patch's.

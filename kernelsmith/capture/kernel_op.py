@@ -85,6 +85,8 @@ class KernelOp:
         self.live: Callable[[], bool] = lambda: True  # the patch is active (graphs compiled now take the region)
         self.compiles: Any = set()  # the compiles that traced the patched model (its graphs take the region)
         self.graph: Any = None  # the region as Inductor's graphs hold it (graph_pass.Region), traced when first needed
+        self.inlined: dict[tuple, Any] = {}  # the kernel's own graph by its call's layout (inline.py)
+        self.inline_why: str | None = None  # why the kernel keeps its operator in compiled graphs (None: it may not)
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
         plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]

@@ -182,6 +182,8 @@ class Swap:
 
 
 _DIRECT = """def forward({args}):
+    if __ks_compiling():  # the graph pass finds the region in torch.compile's graph (fewer guards a call)
+        return __ks_original({names})
     if __ks_live(){checks}:
         {params}
         if __ks_grad() and ({grads}):
@@ -194,7 +196,9 @@ _DIRECT = """def forward({args}):
 def _direct_forward(original: Callable, kop: KernelOp, index: int, metas: list, owners: list, live) -> Callable | None:
     """The swapped forward as code of its own, where the original takes exactly the region's inputs, by
     position or name, none defaulted: each call checks the inputs' layout and autograd in a few lines,
-    reads each parameter from its module's own table, and calls the kernel. Hand-written because it is
+    reads each parameter as the module reads it, and calls the kernel. Under torch.compile it runs the
+    module's own forward: the graph pass finds the region in the graph (a swapped forward traced there
+    costs guards a call: docs/benchmarks.md). Hand-written because it is
     the patch's hot path (a forward per region per step; docs/benchmarks.md, host cost). None: another
     signature (forwarding's general wrapper serves it)."""
     params = list(inspect.signature(original).parameters.values())
@@ -207,6 +211,7 @@ def _direct_forward(original: Callable, kop: KernelOp, index: int, metas: list, 
         return None
     space: dict[str, object] = {
         "__ks_live": live,
+        "__ks_compiling": torch.compiler.is_compiling,
         "__ks_grad": torch.is_grad_enabled,
         "__ks_call": kop.call,
         "__ks_original": original,
@@ -220,14 +225,13 @@ def _direct_forward(original: Callable, kop: KernelOp, index: int, metas: list, 
             f" and {name}.stride() == __ks_stride{k}"
         )
     reads = []
-    for k, (owner, attr) in enumerate(owners):
-        table = next((t for t in ("_parameters", "_buffers") if attr in getattr(owner, t)), None)
-        if table is None:  # a plain attribute: read as the module reads it
-            space[f"__ks_owner{k}"] = owner
-            reads.append(f"__ks_p{k} = getattr(__ks_owner{k}, {attr!r})")
-        else:  # the module's own table: a parameter set anew lands there too
-            space[f"__ks_table{k}"] = getattr(owner, table)
-            reads.append(f"__ks_p{k} = __ks_table{k}[{attr!r}]")
+    for k, (owner, attr) in enumerate(owners):  # read as the module reads it: torch.compile then knows it as
+        space[f"__ks_owner{k}"] = owner  # the module's parameter (a guard less per parameter)
+        reads.append(
+            f"__ks_p{k} = __ks_owner{k}.{attr}"
+            if attr.isidentifier()
+            else f"__ks_p{k} = getattr(__ks_owner{k}, {attr!r})"
+        )
     values = [f"__ks_p{k}" for k in range(len(owners))]
     mode = kop.mode
 

@@ -175,7 +175,7 @@ class Patch:
             ways.append(f"in eager mode the traced forward of {', '.join(traced)} calls it in its regions' place")
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
-        ways.append(self.eager_only.get(name) or "torch.compile's graphs call it")
+        ways.append(self.eager_only.get(name) or "torch.compile compiles it into its graphs (inline.py)")
         return "; ".join(ways)
 
     def remove(self) -> None:
