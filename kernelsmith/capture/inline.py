@@ -14,6 +14,9 @@ parameters, or an output laid out otherwise than the region's (`KernelOp.inline_
 
 Counts: an inlined kernel runs no Python, so it counts its regions once, when they go into a compiled
 graph (the first forward of each compile), not at every call as its operator does.
+
+KERNELSMITH_INLINE=0 in the environment keeps every kernel's operator (a way around a kernel whose graph
+Inductor traces but cannot compile: say so in an issue).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import ast
 import inspect
 import operator
+import os
 import sys
 from contextlib import contextmanager
 
@@ -113,6 +117,8 @@ def _nothing():
 def inline_calls(graph: fx.Graph, kops: list) -> int:
     """Each call of these kernels' operators in the graph replaced by the kernel's own graph, where the
     kernel traces (kop.inline_why says why not); returns how many were."""
+    if os.environ.get("KERNELSMITH_INLINE", "1") == "0":
+        return 0
     by_op = {k.op: k for k in kops}
     done = 0
     for call in [n for n in graph.nodes if n.op == "call_function" and n.target in by_op]:
