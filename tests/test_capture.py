@@ -368,3 +368,38 @@ def test_a_capture_that_writes_nothing_is_an_error_and_leaves_no_folder(plain_en
     with pytest.raises(UserError, match="no region reaches"):
         capture(plain_entry, tmp_path / "one", min_share=0.99, forwards=1)
     assert {f.name: f.read_text() for f in (tmp_path / "one").iterdir()} == before
+
+
+def test_a_region_that_reads_no_tensor_is_listed_with_why_not_written_broken(tmp_path: Path):
+    """GPT-2 makes its position ids in its forward (arange, then add, unsqueeze): a region that reads no
+    input and no parameter. Its task would have no device to make them on (it was written referring to a
+    value before making it, and failed its own check); it is listed with the reason instead."""
+    (tmp_path / "pos_model.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Pos(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.wpe = nn.Embedding(16, 8)
+
+                def forward(self, x):
+                    past = 0  # a cache's length, as Hugging Face's models add it
+                    pos = (torch.arange(x.shape[1], device=x.device) + past).unsqueeze(0)
+                    return x + self.wpe(pos).relu()
+
+
+            def make():
+                torch.manual_seed(0)
+                return Pos(), (torch.randn(2, 16, 8),)
+            """
+        )
+    )
+    done = capture(f"{tmp_path / 'pos_model.py'}:make", tmp_path / "cap", forwards=1)
+    created = [t for t in done.tasks if "arange.default" in t.ops]
+    assert created and all(t.file is None for t in created)
+    assert all("reads no tensor" in (t.why or "") for t in created), [t.why for t in created]
+    assert all("UnboundLocalError" not in (t.why or "") for t in done.tasks)

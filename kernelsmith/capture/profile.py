@@ -108,7 +108,7 @@ def _to_tape(times: OpTimes, ran: list[str], ops: list[str]) -> OpTimes:
         for k in range(block.size):
             per_op[block.a + k] = times.per_op_us[block.b + k]
         matched += block.size
-    if matched < 0.9 * len(ops):
+    if len(ops) - matched > max(2, 0.1 * len(ops)):  # a detach or two of bookkeeping (HF's position ids)
         raise UserError(
             f"the model ran {len(ran)} ops in one forward and {len(ops)} in another on the same inputs, "
             f"{len(ops) - matched} of them others: capture ranks a forward whose ops do not change between runs"

@@ -193,9 +193,16 @@ def _forward(
         names[tid] = local
     for i in region.replay:
         body += [f"        {line}" for line in _assign(tape, i, names, call_text(tape, i, names, plan))]
-    anchor = next(iter(names.values()), None)
-    if anchor is not None and any("=dev" in line or "dev)" in line or "dev," in line for line in body):
-        body.insert(1, f"        dev = {anchor}.device")  # creation ops land where the inputs are
+    if any("=dev" in line or "dev)" in line or "dev," in line for line in body):
+        # creation ops land where the inputs are (or the parameters: a task's Model is moved to the device)
+        anchor = next((names[tid] for tid, _ in inputs), None) or next(
+            (n for n in names.values() if n.startswith("self.")), None
+        )
+        if anchor is None:
+            raise RenderError(
+                "it reads no tensor (its values are the model's constants, such as position ids): no work for a kernel"
+            )
+        body.insert(1, f"        dev = {anchor}.device")
     outs = [names[tid] for tid, _ in region.outputs]
     body.append(f"        return {', '.join(outs)}")
     return body
