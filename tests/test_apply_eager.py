@@ -178,6 +178,15 @@ def test_a_transformers_bert_intermediate_gelu_is_taken_in_eager_mode(tmp_path: 
         got, want = model(**made.kwargs).last_hidden_state, twin(**made.kwargs).last_hidden_state
     assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
     assert patch.counts[gelu].fired == 2, patch.served(gelu)  # both layers
+    # Another sequence length (a dynamic dimension for Dynamo, a graph of sizes the region does not
+    # have), then the captured one again: right throughout, the region taken at its own size.
+    other = {k: v[:, :9] for k, v in made.kwargs.items()}
+    with torch.no_grad():
+        got, want = model(**other).last_hidden_state, twin(**other).last_hidden_state
+        again = model(**made.kwargs).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
+    assert torch.allclose(again, twin(**made.kwargs).last_hidden_state, atol=1e-6, rtol=1e-6)
+    assert patch.counts[gelu].fired == 4, patch.covers.refused if patch.covers else None
 
 
 def test_the_llama_final_norm_kernel_alone_is_right_in_eager_mode(tmp_path: Path):

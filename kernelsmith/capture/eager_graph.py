@@ -45,6 +45,7 @@ from . import graph_match
 from .kernel_op import KernelOp, instance
 
 _PATCHED = "kernelsmith_patch"  # the namespace of kernel_op's operators
+_WRAPS = [0]  # wrapped forwards made in this process (each compiled function's file name)
 
 
 class _Reject(Exception):
@@ -217,6 +218,10 @@ class _Rewrite:
         if a in self.inside:
             raise _Reject(self.inside[a], "a value the region makes but does not return is read outside it")
         t = self.traced.origin.get(a)
+        if isinstance(a.meta.get("val"), (torch.SymInt, int)) and a.op == "call_function":
+            # a size computed inside a call that runs whole (make_fx shares it with later calls): again here
+            self.aenv[a] = self.graph.node_copy(a, self._aten)
+            return self.aenv[a]
         node = self.named.get(t) if t is not None else None
         if node is not None and node in self.env:
             value = self.traced.value.get(t)  # pyright: ignore[reportArgumentType]
@@ -354,7 +359,11 @@ class Covers:
         original = module.forward
         names: dict[str, Any] = {"__ks_original": original}
         source = "def run(*args, **kwargs):\n    return __ks_original(*args, **kwargs)\n"
-        exec(compile(source, f"<kernelsmith eager graph of {path or 'the model'}>", "exec"), names)
+        # A file name of its own: Dynamo remembers the sizes a function saw by its file and line, and a
+        # patch installed on another model must not start with that one's dimensions marked dynamic.
+        _WRAPS[0] += 1
+        where = f"<kernelsmith eager graph of {path or 'the model'} #{_WRAPS[0]}>"
+        exec(compile(source, where, "exec"), names)
         compiled = torch.compile(names["run"], backend=self.backend)
         live = self.live
 
