@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test,train,ray,capture]"
+	@# kernelsmith[flashinfer]'s schema without flashinfer-python's CUDA wheels (its extra pulls them): the CPU tests need no more
+	$(PY) -m pip install -q --no-deps "flashinfer-bench>=0.1.2,<0.2" && $(PY) -m pip install -q "safetensors>=0.5" "docstring-parser>=0.16"
 	@# Sandboxes use bubblewrap (Debian's package) for a read-only, network-less view; without it
 	@# they still run, less isolated (docs/integrity.md).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

@@ -1,0 +1,81 @@
+"""Dtypes between torch and flashinfer-bench, and how flashinfer-bench draws a `random` input.
+
+flashinfer-bench names eleven dtypes (its `DType`); torch's others (float64, uint8, complex, ...) have no
+name there, so a task holding one cannot be a Definition: `fib_dtype` says which value and why, in one
+line. `draw` is the code that draws a random input as flashinfer-bench's benchmark does
+(flashinfer_bench/bench/utils.py `_rand_tensor`), so that an imported task sees what its kernels will.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FIB_OF_TORCH: dict[torch.dtype, str] = {
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float8_e4m3fn: "float8_e4m3fn",
+    torch.float8_e5m2: "float8_e5m2",
+    torch.int64: "int64",
+    torch.int32: "int32",
+    torch.int16: "int16",
+    torch.int8: "int8",
+    torch.bool: "bool",
+}
+TORCH_OF_FIB = {name: dtype for dtype, name in FIB_OF_TORCH.items()}
+# flashinfer-bench's integer ranges for a random input (its _rand_tensor)
+INT_RANGES = {"int8": (-128, 128), "int16": (-1024, 1024), "int32": (-1024, 1024), "int64": (-1024, 1024)}
+LOW_FLOATS = {"float8_e4m3fn", "float8_e5m2"}
+
+
+class Unmappable(Exception):
+    """A value of a task or a dataset that the other format cannot hold: the message says which and why."""
+
+
+def fib_dtype(dtype: torch.dtype, what: str) -> str:
+    """flashinfer-bench's name of `dtype`; Unmappable (naming `what`) when it has none."""
+    name = FIB_OF_TORCH.get(dtype)
+    if name is None:
+        known = ", ".join(FIB_OF_TORCH.values())
+        raise Unmappable(
+            f"{what} is {str(dtype).removeprefix('torch.')}, which flashinfer-bench has no dtype for ({known})"
+        )
+    return name
+
+
+def torch_dtype(name: str, what: str) -> torch.dtype:
+    """The torch dtype of flashinfer-bench's `name`; Unmappable for float4_e2m1 (packed two to a byte in torch,
+    whose shape is then not the Definition's)."""
+    dtype = TORCH_OF_FIB.get(name)
+    if dtype is None:
+        raise Unmappable(f"{what} is {name}, which kernelsmith cannot draw or check (torch packs it two to a byte)")
+    return dtype
+
+
+def name_of(dtype: object) -> str:
+    """A Definition's dtype (flashinfer-bench's `DType`, a str Enum) as its plain name: "bfloat16"."""
+    return str(getattr(dtype, "value", dtype))
+
+
+def torch_name(name: str) -> str:
+    """`torch.bfloat16` for "bfloat16": how generated code names the dtype."""
+    return f"torch.{name}"
+
+
+def draw(name: str, shape: str) -> str:
+    """Code that draws a tensor of flashinfer-bench dtype `name` and shape `shape` (code) as its benchmark does."""
+    dtype = torch_name(name)
+    if name in LOW_FLOATS:
+        return f"torch.randn({shape}).clamp(-2.0, 2.0).to({dtype})"
+    if name == "bool":
+        return f"torch.randint(0, 2, {shape}, dtype=torch.bool)"
+    if name in INT_RANGES:
+        low, high = INT_RANGES[name]
+        return f"torch.randint({low}, {high}, {shape}, dtype={dtype})"
+    return f"torch.randn({shape}, dtype={dtype})"
+
+
+def draw_scalar(name: str) -> str:
+    """Code for a random scalar input (shape null) of dtype `name`: a Python number, as flashinfer-bench's
+    benchmark gives one (its random scalar is `.item()` of a 0-d draw)."""
+    return f"{draw(name, '()')}.item()"
