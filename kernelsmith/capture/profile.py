@@ -3,7 +3,9 @@
 The ranking comes from several profiled forwards (torch.profiler, a record_function range around each
 op, opened by a dispatch mode that numbers the ops as the tape does): per op, on CUDA the device time
 of the kernels launched under its range, on the CPU the range's CPU time; the forward's total is the
-same measure over one range around the whole forward (on the CPU, less the mode's own bookkeeping).
+same measure over one range around the whole forward (on the CPU, less the mode's own bookkeeping), and
+on the CPU the forward profiled once more without the per-op ranges (`forward_us`: the time apply's
+profile of a forward reads).
 One profiled forward is a noisy sample (a busy machine moves ranks), so capture keeps every forward's
 times and ranks on their median. The profiler also slows a forward several-fold on the CPU, so the
 forward's own time is measured apart, without it: wall time per forward (synchronised on CUDA).
@@ -34,8 +36,11 @@ class OpTimes:
     """One profiled forward."""
 
     per_op_us: list[float]  # by tape index
-    total_us: float
+    total_us: float  # the forward under the per-op ranges (the shares' whole)
     measure: str  # "device time" (CUDA) or "CPU time"
+    # The forward's own profiled time, no range per op (on the CPU the ranges cost host time of their own,
+    # which apply's profile of a forward does not pay; on CUDA the device time is total_us)
+    forward_us: float | None = None
 
 
 @dataclass
@@ -113,7 +118,7 @@ def _to_tape(times: OpTimes, ran: list[str], ops: list[str]) -> OpTimes:
             f"the model ran {len(ran)} ops in one forward and {len(ops)} in another on the same inputs, "
             f"{len(ops) - matched} of them others: capture ranks a forward whose ops do not change between runs"
         )
-    return OpTimes(per_op, times.total_us, times.measure)
+    return OpTimes(per_op, times.total_us, times.measure, times.forward_us)
 
 
 def profiled_forwards(
@@ -128,8 +133,18 @@ def profiled_forwards(
         with torch.no_grad(), profiling(device) as prof, mode:
             model(*args, **kwargs)
         times = read_times(prof, len(mode.names), device, mode.overhead_s * 1e6)
+        times.forward_us = times.total_us if device == "cuda" else _plain_profiled_us(model, fresh)
         samples.append(_to_tape(times, mode.names, ops))
     return samples
+
+
+def _plain_profiled_us(model: torch.nn.Module, fresh: Callable[[], tuple]) -> float:
+    """One forward's CPU time under the profiler with no range per op: what apply's profile of a forward
+    reads (forward_time.profiled_ms), so that the two measure one thing."""
+    args, kwargs = fresh()
+    with torch.no_grad(), profiling("cpu") as prof:
+        model(*args, **kwargs)
+    return next((e.cpu_time_total for e in prof.events() or [] if e.name == FORWARD), 0.0)
 
 
 def wall_times_ms(model: torch.nn.Module, fresh: Callable[[], tuple], device: str, forwards: int) -> Spread:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -66,7 +67,7 @@ class Capture:
     out_dir: str
     tasks: list[CapturedTask]
     forwards: int = 1  # profiled forwards the ranking is the median of
-    profiled_us: Spread | None = None  # total_us over them: median, lowest, highest
+    profiled_us: Spread | None = None  # the forward's profiled time over them (OpTimes.forward_us): median, low, high
     wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
     switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
 
@@ -214,12 +215,12 @@ def capture(
                 file = f"{names[key]}.py"
                 sources[file] = source
         tasks.append(_task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key)))
-    profiled = Spread.of([s.total_us for s in samples])
+    profiled = Spread.of([s.forward_us or s.total_us for s in samples])  # what apply measures too
     result = Capture(
         entry=entry,
         device=device,
         measure=samples[0].measure,
-        total_us=profiled.median,
+        total_us=statistics.median(s.total_us for s in samples),
         covered_share=sum(t.share for t in tasks if t.file),
         out_dir=str(out),
         tasks=tasks,
