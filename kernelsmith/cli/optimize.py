@@ -136,13 +136,12 @@ def _region_table(done: Optimized) -> Table:
 
 def _say_outcome(done: Optimized) -> None:
     console.print(_region_table(done))
-    others = [r for r in done.regions if not r.searched]
+    others = [r.note or "" for r in done.regions if not r.searched]
     if others:
-        library = sum(1 for r in others if (r.note or "").startswith("a library op"))
-        console.print(
-            f"not searched: {len(others)} regions ({library} library ops; the rest beyond --top or not captured as "
-            "tasks: the page lists each)"
-        )
+        kinds = {"a library op": "library ops", "beyond --top": "beyond --top", "not captured": "not captured as tasks"}
+        parts = [f"{sum(n.startswith(k) for n in others)} {said}" for k, said in kinds.items()]
+        shown_parts = ", ".join(p for p in parts if not p.startswith("0 "))
+        console.print(f"not searched: {len(others)} regions ({shown_parts}; the page lists each)")
     patch = done.patch
     for t in patch.times if patch is not None else []:
         noise = " (within noise)" if t.within_noise else ""
