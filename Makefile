@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # install your CUDA build of torch first, then `pip install -e .`.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test unit lint install clean
+.PHONY: demo demo-optimize test unit lint install clean
 
 install: $(STAMP)
 
@@ -40,6 +40,14 @@ DEMO_RUN ?= runs/demo-softmax
 demo: $(STAMP)
 	$(VENV)/bin/kernelsmith evolve examples/suite/softmax.py --seed examples/suite_seeds/softmax.py \
 	  --mutator tune --iterations 6 --device cpu --small --run-dir $(DEMO_RUN)
+
+# `kernelsmith optimize` on the tiny Llama decode step on the CPU: capture, our own seeds (seeds.py), a
+# tuner search per region for its share of the budget, the patch checked end to end, and the page
+# ($(DEMO_WORK)/report.html). Speeds are the Triton interpreter's: relative only. Rerunning resumes.
+DEMO_WORK ?= runs/demo-optimize
+demo-optimize: $(STAMP)
+	$(VENV)/bin/kernelsmith optimize examples/llama_decode/model.py:tiny_decode_step --device cpu \
+	  --seeds examples/llama_decode/seeds.py:seed_for --budget 1m --out $(DEMO_WORK)
 
 # One pytest worker per core; each test file stays on one worker, in file order (some files
 # rely on their order). A run that collects no test exits 5, which fails the target.

@@ -1,6 +1,7 @@
 """Live terminal progress for long commands: a bar with ETA, the best so far, counts per status.
 
-One class serves `evolve`, `evolve-suite` and `bench`. Lines printed through `say` scroll above
+One class serves `evolve`, `evolve-suite`, `bench` and `optimize` (whose board shows a line per region).
+Lines printed through `say` scroll above
 the live part; on a terminal that is not interactive (CI logs, pipes) the live part is drawn
 once when it stops, so logs hold the final state and every line, without redraw noise. Nothing is
 drawn before the work says where it stands (a first step, or a resumed run's stored state): a
@@ -27,6 +28,10 @@ STATUS_STYLE = {
     "rejected": "grey50",
     "no_program": "grey50",
     "missing": "grey50",
+    "done": "green",  # the states of a unit of work on a board (optimize's regions)
+    "running": "cyan",
+    "left": "grey50",
+    "failed": "red",
 }
 
 
@@ -41,6 +46,7 @@ class LiveProgress:
         self.counts: Counter[str] = Counter()
         self.best: str | None = None  # None: not known yet (nothing stepped or resumed)
         self.known = False  # whether anything was stepped or resumed: until then nothing is drawn
+        self.lines: list[str] = []  # a board's line per unit of work (board())
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -67,7 +73,7 @@ class LiveProgress:
         for status, n in sorted(self.counts.items()):
             counts.append(f"{status} {n}  ", style=STATUS_STYLE.get(status, ""))
         best = [Text(f"  best so far: {self.best}", style="bold")] if self.best is not None else []
-        return Group(self.progress, *best, counts)
+        return Group(self.progress, *best, counts, *(Text(f"  {line}") for line in self.lines))
 
     def __enter__(self) -> LiveProgress:
         self.live.__enter__()
@@ -76,6 +82,8 @@ class LiveProgress:
     def __exit__(self, *exc) -> None:
         self.live.update(self._render())
         self.live.__exit__(*exc)
+        if self.known and not self.console.is_terminal:  # drawn once, with no line end: the next print starts one
+            self.console.line()
 
     def say(self, text: str) -> None:
         self.console.print(text, highlight=False, soft_wrap=True)
@@ -101,4 +109,11 @@ class LiveProgress:
             self.progress.advance(self.bar)
         else:
             self.progress.update(self.bar, completed=completed)
+        self.live.update(self._render())
+
+    def board(self, counts: dict[str, int], lines: list[str], title: str, done: tuple[int, int]) -> None:
+        """Show where several units of work stand (a model's regions): how many are in each state, one line
+        per unit under them; `done`: (finished, total) for the bar."""
+        self.counts, self.lines, self.known = Counter(counts), lines, True
+        self.progress.update(self.bar, completed=done[0], total=done[1], description=title)
         self.live.update(self._render())

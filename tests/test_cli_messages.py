@@ -314,11 +314,13 @@ def test_readme_commands_name_real_subcommands_and_flags():
 
 
 def test_readme_paths_under_examples_exist():
-    """A path the README names under examples/ is bundled, so the command runs as written."""
+    """A path the README names under examples/ is bundled, so the command runs as written (an ENTRY or a seed
+    function, `file.py:name`, by its file)."""
     for words in _readme_commands():
         for word in words:
             if word.startswith("examples/"):
-                assert (REPO / word).exists(), f"README: kernelsmith {' '.join(words)}: {word} is not bundled"
+                path = word.split(":", 1)[0]
+                assert (REPO / path).exists(), f"README: kernelsmith {' '.join(words)}: {path} is not bundled"
 
 
 def test_readme_data_sft_example_runs(tmp_path):

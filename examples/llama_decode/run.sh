@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The Llama decode step end to end, no LLM: capture its operators, seed the norm and SiLU-mul regions
-# with our own Triton kernels, tune their launches, hand the best back as a patch and measure the step.
+# The Llama decode step made faster in one command, no LLM: `kernelsmith optimize` captures its operators,
+# starts the norm, add + norm, SiLU-mul and rotary regions from our own Triton kernels (seeds.py: seed_for
+# writes one for a captured task), the others from torch.compile's code on a GPU, tunes each region's
+# launches for its share of the budget, writes the patch and checks it end to end.
 #
 #   bash examples/llama_decode/run.sh            # H200 (or any CUDA GPU): decode_step at Llama-3-8B widths
 #   DEVICE=cpu bash examples/llama_decode/run.sh # CPU, tiny config, Triton interpreter: speeds relative only
 #
+# BUDGET: the search time (20m); ITERS: at most this many iterations per region (default: as many as the
+# budget allows); MODES: how the patch is checked ("eager"; on a GPU also "compile graphs"); WORK: the work
+# directory (rerun the same command to resume it; a larger BUDGET goes on with the searches).
 # kernelsmith is the one on PATH (an activated venv), else the project's own .venv/bin/kernelsmith; KS
-# and PYTHON (the interpreter for seeds.py, which needs torch) name others.
+# names another.
 set -euo pipefail
 DEVICE=${DEVICE:-cuda}
-ITERS=${ITERS:-20}
+BUDGET=${BUDGET:-20m}
+MODES=${MODES:-eager}
 WORK=${WORK:-llama_decode_work}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ -z "${KS:-}" ]; then
@@ -23,27 +29,13 @@ if [ -z "${KS:-}" ]; then
     exit 2
   fi
 fi
-# seeds.py needs torch: the Python beside kernelsmith, where there is one
-KS_BIN=$(dirname "$(command -v "$KS")")
-PYTHON=${PYTHON:-$([ -x "$KS_BIN/python" ] && echo "$KS_BIN/python" || echo python3)}
 if [ "$DEVICE" = cpu ]; then
-  export TRITON_INTERPRET=1
-  ENTRY=$HERE/model.py:tiny_decode_step MIN=0
+  ENTRY=$HERE/model.py:tiny_decode_step
 else
-  ENTRY=$HERE/model.py:decode_step MIN=1
+  ENTRY=$HERE/model.py:decode_step
 fi
+modes=()
+for mode in $MODES; do modes+=(--mode "$mode"); done
 
-# 1. Where the step's time goes, as tasks at its real shapes.
-"$KS" capture "$ENTRY" --out "$WORK/capture" --device "$DEVICE"
-# 2. Seeds of our own for the regions we have kernels for (RMSNorm, add + RMSNorm, SiLU-mul).
-"$PYTHON" "$HERE/seeds.py" "$WORK/capture" --out "$WORK/seeds"
-# 3. Tune each seed's launches (the tuner needs no LLM); an LLM run would be `--model ...` instead.
-runs=()
-for seed in "$WORK"/seeds/*.py; do
-  name=$(basename "$seed" .py)
-  "$KS" evolve "$WORK/capture/$name.py" --seed "$seed" --mutator tune --iterations "$ITERS" \
-    --device "$DEVICE" --run-dir "$WORK/runs/$name" ${SMALL:-}
-  runs+=("$WORK/runs/$name")
-done
-# 4. The best kernels as a patch for the model, checked end to end (outputs, and time before/after).
-"$KS" apply "${runs[@]}" --capture "$WORK/capture" --out "$WORK/decode_patch" --device "$DEVICE" --min-speedup "$MIN"
+"$KS" optimize "$ENTRY" --out "$WORK" --device "$DEVICE" --budget "$BUDGET" --seeds "$HERE/seeds.py:seed_for" \
+  "${modes[@]}" ${ITERS:+--iterations "$ITERS"}

@@ -2,9 +2,12 @@
 residual add + RMSNorm, SiLU-and-mul, and the attention's rotary embedding with the key cache's append,
 written for the task files `kernelsmith capture` made.
 
-    python examples/llama_decode/seeds.py captures/decode --out seeds/decode
+    kernelsmith optimize examples/llama_decode/model.py:decode_step --out work \
+        --seeds examples/llama_decode/seeds.py:seed_for
+    python examples/llama_decode/seeds.py captures/decode --out seeds/decode   # as files, for `evolve --seed`
 
-For every captured task of those kinds it writes a seed of the same file name. Its ModelNew builds the
+`seed_for(task_path)` gives a seed's source for a captured task of those kinds (None for another); run as a
+script, it writes one of the same file name for every captured task of those kinds. Its ModelNew builds the
 task's parameters the same way (so that under one seed the weights match, as the evaluator needs),
 runs one kernel, and returns the task's outputs in the task's order and shapes. The kernels loop over
 a row in BLOCK_SIZE chunks, so any block size the tuner tries is correct. They round where Llama

@@ -55,6 +55,7 @@ class CapturedTask:
     covers: list[str] = field(default_factory=list)
     data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
     data_dependent_why: str | None = None  # where that count comes from, in one line
+    library: bool = False  # a library op (GEMM, attention, convolution, embedding: LIBRARY_OPS)
 
 
 @dataclass
@@ -267,6 +268,7 @@ def _task(
         covers=sorted({_scope(tape, common_call(tape, r.replay)) for r, _, _ in group}),
         data_dependent=varies is not None,
         data_dependent_why=varies,
+        library=region.library,
     )
 
 

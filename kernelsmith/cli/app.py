@@ -17,6 +17,7 @@ from kernelsmith.cli.doctor import doctor_cmd
 from kernelsmith.cli.eval import eval_cmd
 from kernelsmith.cli.evolve import evolve_cmd
 from kernelsmith.cli.fib import export_fib_cmd, import_fib_cmd
+from kernelsmith.cli.optimize import optimize_cmd
 from kernelsmith.cli.runs import export_cmd, report_cmd, runs_cmd
 from kernelsmith.cli.seed import seed_cmd
 from kernelsmith.cli.serve import serve_cmd
@@ -70,6 +71,7 @@ app.command("apply")(apply_cmd)
 app.command("seed")(seed_cmd)
 app.command("import-fib")(import_fib_cmd)
 app.command("export-fib")(export_fib_cmd)
+app.command("optimize")(optimize_cmd)
 app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
 app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
 app.add_typer(cache_app, name="cache", help="The baseline cache: list the reference's stored times, clear them.")

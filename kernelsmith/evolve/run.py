@@ -71,6 +71,14 @@ def _drop_key_from_environment(cfg: EvolveConfig) -> None:
         os.environ.pop(name, None)
 
 
+def open_llms(cfg: EvolveConfig, n: int = 1) -> list[LLMClient]:
+    """`n` LLM clients of `cfg` (one per search: the engine closes its own), then the key out of the
+    environment; a missing key file fails here."""
+    llms = [LLMClient(cfg.llm, seed=cfg.random_seed) for _ in range(n)]
+    _drop_key_from_environment(cfg)
+    return llms
+
+
 MUTATORS = {
     "llm": None,  # the config's operator weights
     "tune": {"rewrite": 0.0, "diff": 0.0, "crossover": 0.0, "tune": 1.0},  # no LLM at all
@@ -161,8 +169,7 @@ def run_evolve(
     (the caller's: the search knows nothing of reports) writes the run's report at the end, and
     on Ctrl-C after summary.json."""
     check_resume(task, run_dir)
-    llm = LLMClient(cfg.llm, seed=cfg.random_seed)  # reads the keys: a missing key file fails here
-    _drop_key_from_environment(cfg)
+    (llm,) = open_llms(cfg)
     own_pool = backend is None
     if own_pool:
         backend = open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)

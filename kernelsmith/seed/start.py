@@ -62,12 +62,18 @@ def inductor_start(
         fallback = "the LLM writes the first version" if mutator == "llm" else "the tuner needs --seed"
         say(f"{what}; {fallback}")
         return None
+    code, said = llm_judged(task, code, what, mutator, backend)
+    say(said)
+    return code
+
+
+def llm_judged(task: Task, code: str, what: str, mutator: str, backend: EvalBackend) -> tuple[str | None, str]:
+    """(the seed, or None; one line): the tuner starts from any seed; an LLM search only from one whose
+    verdict is a success faster than the reference (else the LLM writes the first version)."""
     if mutator == "llm":
         verdict = backend.submit(task, code).result()
         speedup = verdict.speedup or 0.0
         if not (verdict.success and speedup > 1.0):
             got = f"{speedup:.3g}x the reference" if verdict.success else f"not a success ({verdict.status.value})"
-            say(f"{what} is {got}: the LLM writes the first version")
-            return None
-    say(f"starting from {what}")
-    return code
+            return None, f"{what} is {got}: the LLM writes the first version"
+    return code, f"starting from {what}"

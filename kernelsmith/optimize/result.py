@@ -1,0 +1,96 @@
+"""What `kernelsmith optimize` found, as optimize.json, the table and the page show it: per region its
+search, its kernel's verdict and its part in the patch; the patch's check; the model's time before and
+after in each mode, with the prediction from the verdicts beside the measurement."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    """A record optimize.json keeps: an infinite figure (a prediction's bound) is written "Infinity" and read
+    back as one (JSON has no spelling for it)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+
+class Span(Record):
+    """A median with the lowest and highest of its samples."""
+
+    median: float
+    low: float
+    high: float
+
+
+class ModeTime(Record):
+    """The forward's time in one mode and measure, original and patched (apply's check)."""
+
+    mode: str  # eager, compile, graphs
+    measure: str  # device time, eager time, CPU time, ...
+    before_ms: Span
+    after_ms: Span
+    speedup: float
+    within_noise: bool
+
+
+class Kernel(Record):
+    """One region's kernel in the patch (absent where the region gave none)."""
+
+    in_patch: bool
+    why: str | None = None  # why it is not in the patch, or not substituted
+    taken: dict[str, float] = Field(default_factory=dict)  # mode -> its regions taken per forward
+    served_by: str | None = None  # the kernel that takes its regions (same ops)
+    after_ms: Span | None = None  # its regions' time per patched eager forward, in the profiled measure
+    served: str | None = None  # how it serves the model (eager mode)
+
+
+class PatchOutcome(Record):
+    key: str  # the kernels (run, program) and modes it was made of: the same key is not made again
+    path: str | None  # the patch folder (None: none was written)
+    passed: bool
+    reason: str  # one line: why it passed or failed, or why there is no patch
+    kernels: dict[str, Kernel] = Field(default_factory=dict)
+    times: list[ModeTime] = Field(default_factory=list)
+    prediction: dict | None = None  # capture/gains.py's Prediction (eager, the profiled measure)
+    capture_times: list[dict] = Field(default_factory=list)  # capture's original forward against apply's
+
+
+class RegionOutcome(Record):
+    name: str
+    rank: int
+    share: float  # of the captured forward
+    share_range: list[float] = Field(default_factory=list)
+    calls: int = 1
+    task: str | None = None  # capture/NAME.py
+    searched: bool = False
+    start: str | None = None  # where its starting kernel came from
+    allotment_s: float | None = None  # its share of the budget
+    elapsed_s: float | None = None  # its search's time, every run of it
+    iterations: int = 0  # stored after the start
+    stop_reason: str | None = None
+    speedup: float | None = None  # its best kernel's verdict speedup over its task's reference
+    start_speedup: float | None = None  # its start's
+    program: int | None = None  # the best program's id in its run
+    verdict: str | None = None  # the best program's status (or the start's, where nothing succeeded)
+    kernel: Kernel | None = None  # its part in the patch
+    note: str | None = None  # what could not be done, in one line
+    run_report: str | None = None  # runs/NAME/report.html, relative to OUT
+
+
+class Optimized(Record):
+    entry: str
+    device: str
+    out: str
+    measure: str  # what capture's shares are of (device time on CUDA, CPU time on the CPU)
+    profiled_ms: Span | None = None  # capture's profiled forward
+    wall_ms: Span | None = None  # capture's forward without the profiler
+    budget_s: float
+    slots: int = 1  # searches at once
+    search_s: float = 0.0  # this run's searching, wall time
+    capture_s: float | None = None
+    regions: list[RegionOutcome] = Field(default_factory=list)
+    patch: PatchOutcome | None = None
+    too_small: str | None = None  # the budget ended every search at its start, in one line
+    passed: bool = False  # a patch was written and passed its check
+    reason: str = ""  # one line: the outcome
+    report: str | None = None  # report.html

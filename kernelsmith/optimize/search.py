@@ -1,0 +1,115 @@
+"""The regions' searches on one evaluation pool: as many at once as the pool has workers (each search
+keeps at least one worker busy), the heaviest first, each with its own time limit (its share of the
+budget, less what earlier runs of it spent). Each is `kernelsmith evolve`'s engine on the region's task,
+its run directory resumed where a killed run left it.
+
+A search that cannot run (a seed the tuner cannot start from, a run directory of another task) ends in
+one line and the others go on; an LLM that cannot be reached ends them all (it would fail each alike).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelsmith.errors import UserError, one_line
+from kernelsmith.evaluate.pool import EvalBackend
+from kernelsmith.evolve.config import EvolveConfig
+from kernelsmith.evolve.engine import Engine, Event, Resumed
+from kernelsmith.evolve.run import open_llms
+from kernelsmith.llm import LLMClient, LLMError
+from kernelsmith.report import write_run_report
+from kernelsmith.task import Task
+
+TICK_S = 1.0  # how often the live view's clocks move while searches run
+
+
+@dataclass
+class Search:
+    name: str
+    task: Task
+    run_dir: Path
+    seed: str | None  # None: the LLM's first version, or the start the run has stored
+    cfg: EvolveConfig  # its iteration cap and time limit
+
+
+@dataclass
+class Searched:
+    name: str
+    summary: dict | None = None  # summary.json's content; None: it could not run
+    failed: str | None = None  # why, in one line
+
+
+@dataclass
+class Hooks:
+    """What the searches tell their caller (the live view, the work directory's state)."""
+
+    started: Callable[[str], None] = lambda name: None
+    program: Callable[[str, Event], None] = lambda name, event: None
+    resumed: Callable[[str, Resumed], None] = lambda name, resumed: None
+    ended: Callable[[Searched], None] = lambda done: None
+    tick: Callable[[], None] = lambda: None
+    started_at: dict[str, float] = field(default_factory=dict)  # name -> time.monotonic() at its start
+
+
+def slots(backend: EvalBackend) -> int:
+    """How many searches run at once: one per evaluation worker of the pool."""
+    return max(1, int(getattr(backend, "workers", 1) or 1))
+
+
+async def _one(s: Search, backend: EvalBackend, llm: LLMClient, hooks: Hooks) -> Searched:
+    hooks.started_at[s.name] = time.monotonic()
+    hooks.started(s.name)
+    engine = Engine(
+        s.task,
+        s.cfg,
+        s.run_dir,
+        backend,
+        llm,
+        s.seed,
+        on_program=lambda e: hooks.program(s.name, e),
+        on_resume=lambda r: hooks.resumed(s.name, r),
+    )
+    try:
+        summary = await engine.run()
+    except LLMError:
+        raise  # the endpoint is down for every search alike
+    except UserError as exc:
+        return Searched(s.name, failed=one_line(str(exc), 400))
+    finally:
+        engine.store.close()
+    write_run_report(s.run_dir)
+    return Searched(s.name, summary=summary)
+
+
+async def _all(searches: list[Search], backend: EvalBackend, llms: list[LLMClient], hooks: Hooks) -> list[Searched]:
+    room = asyncio.Semaphore(slots(backend))  # FIFO: the searches start in the order given
+
+    async def run(s: Search, llm: LLMClient) -> Searched:
+        async with room:
+            done = await _one(s, backend, llm, hooks)
+        hooks.ended(done)
+        return done
+
+    async def clock() -> None:
+        while True:
+            hooks.tick()
+            await asyncio.sleep(TICK_S)
+
+    ticking = asyncio.create_task(clock())
+    try:
+        return list(await asyncio.gather(*(run(s, llm) for s, llm in zip(searches, llms))))
+    finally:
+        ticking.cancel()
+
+
+def run_searches(searches: list[Search], backend: EvalBackend, hooks: Hooks | None = None) -> list[Searched]:
+    """Run every search to its end (its time, its iterations, or the tuner's last configuration), as many
+    at once as `slots(backend)`; Ctrl-C stops them all, every evaluated program stored."""
+    if not searches:
+        return []
+    llms = open_llms(searches[0].cfg, len(searches))  # every key read before any leaves the environment
+    return asyncio.run(_all(searches, backend, llms, hooks or Hooks()))

@@ -1,0 +1,168 @@
+// The page of `kernelsmith optimize`: outcome, where the forward's time went before and after, the model's
+// time per mode with the prediction beside it, and every region.
+"use strict";
+
+var OPT = readData();
+var PATCH = OPT.patch || {kernels: {}, times: [], capture_times: [], prediction: null, passed: false, reason: ""};
+
+function spanText(sp, digits) {
+  if (!sp) return "\u2014";
+  return fmtSig(sp.median, digits || 4) + " ms (" + fmtSig(sp.low, digits || 4) + "\u2013" + fmtSig(sp.high, digits || 4) + ")";
+}
+
+// The eager forward in capture's measure: what the shares are of, before and after.
+function eagerTime() {
+  return PATCH.times.filter(function (t) { return t.mode === "eager" && t.measure === OPT.measure; })[0] || null;
+}
+
+function secs(x) {
+  if (!isNum(x)) return "\u2014";
+  if (x < 60) return fmtSig(x, 2) + " s";
+  if (x < 3600) return Math.floor(x / 60) + " min " + Math.round(x % 60) + " s";
+  return Math.floor(x / 3600) + " h " + Math.round((x % 3600) / 60) + " min";
+}
+
+function renderHeader() {
+  document.getElementById("title").textContent = "kernelsmith optimize: " + OPT.entry;
+  document.getElementById("subtitle").textContent = OPT.device + " \u00b7 work directory " + OPT.out +
+    (OPT.speedup_note ? " \u00b7 speedups: " + OPT.speedup_note : "");
+  var t = eagerTime(), searched = OPT.regions.filter(function (r) { return r.searched; });
+  var inPatch = searched.filter(function (r) { return r.kernel && r.kernel.in_patch; });
+  var p = PATCH.prediction;
+  append(clear(document.getElementById("headline")), [
+    h("div", {id: "card-patch"}, h("h3", null, "Patch"),
+      h("div", {class: "big"}, OPT.patch && OPT.patch.path ? (PATCH.passed ? "passed" : "failed") : "none"),
+      h("div", {class: "note"}, OPT.patch_name ? OPT.patch_name + ": its end-to-end check" : "no patch was written")),
+    h("div", {id: "card-forward"}, h("h3", null, "Forward, eager (" + (OPT.measure || "time") + ")"),
+      h("div", {class: "big"}, t ? fmtX(t.speedup) : "\u2014"),
+      h("div", {class: "note"}, t ? spanText(t.before_ms) + " \u2192 " + spanText(t.after_ms) : "not measured"),
+      p ? h("div", {class: "note"}, "predicted " + fmtX(p.speedup) + " from the verdicts") : null),
+    h("div", {id: "card-regions"}, h("h3", null, "Regions"),
+      h("div", {class: "big"}, inPatch.length + " / " + searched.length),
+      h("div", {class: "note"}, "kernels in the patch, of the regions searched (" + OPT.regions.length + " captured)")),
+    h("div", {id: "card-budget"}, h("h3", null, "Budget"), h("div", {class: "big"}, secs(OPT.budget_s)),
+      h("div", {class: "note"}, "searched " + secs(OPT.search_s) + " this run" +
+        (OPT.slots > 1 ? ", " + OPT.slots + " regions at once" : "") +
+        (isNum(OPT.capture_s) ? "; capture " + secs(OPT.capture_s) : "")))]);
+  document.getElementById("verdict").textContent = OPT.reason;
+  document.getElementById("too-small").textContent = OPT.too_small || "";
+}
+
+// Each row: [label, before share, after share or null, how the after was found]
+function timeRows() {
+  var t = eagerTime(), rows = [], library = [0, 0], other = [0, 0], total = 0;
+  OPT.regions.forEach(function (r) {
+    total += r.share;
+    if (!r.searched) {
+      var into = r.note && r.note.indexOf("a library op") === 0 ? library : other;
+      into[0] += r.share; into[1] += 1;
+      return;
+    }
+    var k = r.kernel, after = r.share, how = "unchanged";
+    if (k && k.in_patch && k.served_by) { after = 0; how = "in " + k.served_by + "'s kernel"; }
+    else if (k && k.in_patch && k.after_ms && t && t.before_ms.median > 0) {
+      after = k.after_ms.median / t.before_ms.median; how = "measured";
+    } else if (k && k.in_patch && (k.taken.eager || 0) > 0 && isNum(r.speedup) && r.speedup > 0) {
+      after = r.share / r.speedup; how = "predicted";
+    }
+    rows.push([r.name, r.share, after, how]);
+  });
+  if (library[1]) rows.push(["library ops (" + library[1] + " regions)", library[0], library[0], "unchanged"]);
+  if (other[1]) rows.push(["other regions (" + other[1] + ")", other[0], other[0], "unchanged"]);
+  if (total < 1) rows.push(["outside the ops (Python, launches)", 1 - total, 1 - total, "unchanged"]);
+  rows.push(["the whole forward", 1, t && t.after_ms.median > 0 ? t.after_ms.median / t.before_ms.median : null,
+    t ? "measured" : "not measured"]);
+  return rows;
+}
+
+function renderTimeChart() {
+  var svg = document.getElementById("time-chart"), rows = timeRows();
+  var W = 980, L = 320, R = 200, T = 22, row = 30, H = T + rows.length * row + 10;
+  var hi = Math.max.apply(null, rows.map(function (r) { return Math.max(r[1], isNum(r[2]) ? r[2] : 0); }).concat([0.01]));
+  function X(v) { return L + v / hi * (W - L - R); }
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H); svg.setAttribute("width", W); svg.setAttribute("height", H);
+  svg.appendChild(s("text", {class: "label", x: L, y: 12}, "share of the original forward: before (grey), after (green)"));
+  rows.forEach(function (r, i) {
+    var y = T + i * row;
+    svg.appendChild(s("text", {class: "plabel", x: L - 8, y: y + 17, "text-anchor": "end"},
+      r[0].length > 46 ? "\u2026" + r[0].slice(-45) : r[0], s("title", null, r[0])));
+    svg.appendChild(s("rect", {class: "pbar library before", x: L, y: y + 3, width: Math.max(X(r[1]) - L, 1), height: 10,
+      "data-row": r[0]}));
+    if (isNum(r[2])) {
+      svg.appendChild(s("rect", {class: "pbar own after", x: L, y: y + 14, width: Math.max(X(r[2]) - L, 1), height: 10,
+        "data-row": r[0]}));
+    }
+    svg.appendChild(s("text", {class: "pvalue", x: Math.max(X(r[1]), isNum(r[2]) ? X(r[2]) : 0) + 6, y: y + 17},
+      fmtPct(r[1]) + " \u2192 " + (isNum(r[2]) ? fmtPct(r[2]) : "\u2014") + " (" + r[3] + ")"));
+  });
+}
+
+function agreementText(kind) {
+  return kind === "agrees" ? "they agree within the spreads" : kind === "disagrees" ? "they disagree beyond the spreads" :
+    "cannot tell: a spread is too wide to compare";
+}
+
+function renderModes() {
+  var table = document.getElementById("mode-table");
+  var cols = ["mode", "measure", "before", "after", "speedup", ""];
+  table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
+  if (!PATCH.times.length) {
+    table.tBodies[0].appendChild(h("tr", null, h("td", {colspan: 6, class: "note"}, "no patched forward was measured")));
+  }
+  PATCH.times.forEach(function (t) {
+    var rel = t.measure.indexOf("CPU") === 0 ? "relative only (CPU)" : "";
+    table.tBodies[0].appendChild(h("tr", {"data-mode": t.mode}, cell(t.mode, t.mode), cell(t.measure, t.measure),
+      cell(spanText(t.before_ms), t.before_ms.median, {class: "num"}), cell(spanText(t.after_ms), t.after_ms.median, {class: "num"}),
+      cell(fmtX(t.speedup), t.speedup, {class: "num"}),
+      cell([t.within_noise ? "within noise" : "", rel].filter(Boolean).join("; "), null, {class: "note"})));
+  });
+  var p = PATCH.prediction;
+  document.getElementById("prediction").textContent = p ? "Eager " + p.measure + ": predicted " + fmtX(p.speedup) +
+    " (" + fmtX(p.low) + "\u2013" + fmtX(p.high) + ") from the verdicts over " + fmtPct(p.covered) + " of the forward; measured " +
+    fmtX(p.measured) + " (" + fmtX(p.measured_low) + "\u2013" + fmtX(p.measured_high) + "): " + agreementText(p.agreement) :
+    "No prediction: no kernel of the patch took its regions in an eager forward measured as capture measured it.";
+  document.getElementById("capture-times").textContent = PATCH.capture_times.length ? "Capture's original forward against the " +
+    "check's: " + PATCH.capture_times.map(function (c) {
+      return c.measure + " " + spanText(c.capture_ms) + " against " + spanText(c.here_ms) + " (" + c.agreement + ")";
+    }).join("; ") : "";
+}
+
+function searchText(r) {
+  if (!r.searched) return "\u2014";
+  var parts = [r.iterations + " iterations", secs(r.elapsed_s) + " of " + secs(r.allotment_s)];
+  if (r.stop_reason) parts.push(r.stop_reason);
+  return parts.join("; ");
+}
+
+function patchText(r) {
+  var k = r.kernel;
+  if (!k) return "\u2014";
+  if (!k.in_patch) return "not in the patch";
+  if (k.served_by) return "served by " + k.served_by;
+  var modes = Object.keys(k.taken);
+  return modes.length ? modes.map(function (m) { return m + ": " + fmtSig(k.taken[m], 3) + " per forward"; }).join(", ") :
+    "in the patch";
+}
+
+function renderRegions() {
+  var table = document.getElementById("region-table");
+  var cols = ["rank", "region", "share", "calls", "start", "search", "kernel", "start's", "in the patch", "note"];
+  table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
+  OPT.regions.forEach(function (r) {
+    var name = r.run_report ? h("a", {href: r.run_report, class: "run-link"}, r.name) : r.name;
+    var range = r.share_range.length === 2 ? " (" + fmtPct(r.share_range[0]) + "\u2013" + fmtPct(r.share_range[1]) + ")" : "";
+    var kernel = isNum(r.speedup) ? fmtX(r.speedup) + " (#" + r.program + ")" : r.verdict || "\u2014";
+    table.tBodies[0].appendChild(h("tr", {"data-region": r.name, class: r.searched ? "searched" : "not-searched"},
+      cell(String(r.rank), r.rank, {class: "num"}), cell(name, r.name), cell(fmtPct(r.share) + range, r.share, {class: "num"}),
+      cell(String(r.calls), r.calls, {class: "num"}), cell(r.start || "\u2014", r.start),
+      cell(searchText(r), r.iterations, {class: "search"}), cell(kernel, r.speedup, {class: "num kernel"}),
+      cell(fmtX(r.start_speedup), r.start_speedup, {class: "num"}), cell(patchText(r), null, {class: "in-patch"}),
+      cell(r.note || "", r.note, {class: "note region-note"})));
+  });
+  makeSortable(table);
+}
+
+renderHeader();
+renderTimeChart();
+renderModes();
+renderRegions();
