@@ -251,7 +251,8 @@ def _patch(wd: WorkDir, state: State, regions: list[Region], opts: OptimizeOptio
         return state.patch
     out = wd.patch_dir(opts.entry)
     modes = ", ".join(opts.modes)
-    say(f"patch: {counted(len(runs), 'search', 'searches')}' best kernels into {out}, checked in {modes}")
+    best = "the best kernel of 1 search" if len(runs) == 1 else f"the best kernels of {len(runs)} searches"
+    say(f"patch: {best} into {out}, checked in {modes}")
     patch: PatchOutcome = make_patch(
         runs, wd.capture, out, device, opts.modes, opts.reps, min_speedup, opts.accept_slower, key
     )
