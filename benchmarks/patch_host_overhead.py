@@ -38,12 +38,12 @@ from pathlib import Path
 
 import torch
 
-import kernelsmith.capture.patch_runtime as runtime
-from kernelsmith.capture.apply import Chosen, write_patch
+import kernelsmith.patch.install as runtime
+from kernelsmith.apply.patch_dir import Chosen, write_patch
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.profile import wall_times_ms
 from kernelsmith.capture.run import capture
+from kernelsmith.patch.install import install
 
 MODELS = """
 import torch

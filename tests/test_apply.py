@@ -16,14 +16,15 @@ import pytest
 import torch
 from conftest import REPO, OpsRan
 
-from kernelsmith.capture.apply import Applied, Chosen, choose, read_capture, write_patch
-from kernelsmith.capture.e2e import check, current_timers, trials
+from kernelsmith.apply.e2e import check, current_timers, trials
+from kernelsmith.apply.patch_dir import Chosen, choose, read_capture, write_patch
+from kernelsmith.apply.run import Applied
+from kernelsmith.apply.yardstick import measure
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import capture
-from kernelsmith.capture.yardstick import measure
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
+from kernelsmith.patch.install import PatchError, install
 
 LLAMA = REPO / "examples/llama_decode/model.py"
 KS = Path(sys.executable).parent / "kernelsmith"
@@ -161,7 +162,7 @@ def test_the_kernel_does_the_region_and_the_model_the_rest(block, tmp_path: Path
     state = torch.random.get_rng_state()
     patch = install(model, _patch(block, tmp_path, HONEST))
     assert torch.equal(torch.random.get_rng_state(), state)  # installing leaves the caller's random state
-    assert patch.mode.kernels and block[3]["scopes"] == [""]  # the region runs in the model's own forward
+    assert patch.dispatch.kernels and block[3]["scopes"] == [""]  # the region runs in the model's own forward
     with torch.no_grad():
         model(x)  # the first call traces the forward (its fake ops would be counted)
     patch.reset_counts()
@@ -370,7 +371,7 @@ def test_a_region_that_writes_its_input_in_place_is_substituted(tmp_path: Path):
     assert not patch.skipped
     done = check(entry, patch, "cpu", reps=2)
     assert done.outputs_match and done.fired == {chosen.name: 1.0}
-    assert Applied(str(tmp_path / "p"), "e", "cpu", [chosen], done).ok
+    assert Applied(out_dir=str(tmp_path / "p"), entry="e", device="cpu", kernels=[chosen], e2e=done).ok
 
 
 def test_an_apply_whose_every_kernel_is_left_out_fails_and_says_why(tmp_path: Path):
@@ -463,11 +464,14 @@ def test_the_check_sees_the_kernels_output_one_off_by_1e_3_fails(block, tmp_path
     assert done.outputs_rule == "own error" and done.own_error is not None and done.own_error.ratio > 1000
     assert "more than 4x" in (done.mismatch or "")
     chosen = Chosen("runs/x", Path(block[3]["file"]).stem, block[3]["share"], block[3]["calls"], 2.0, 1)
-    assert Applied(str(tmp_path / "patch_off"), "e", "cpu", [chosen], done).failure == done.mismatch
+    assert (
+        Applied(out_dir=str(tmp_path / "patch_off"), entry="e", device="cpu", kernels=[chosen], e2e=done).failure
+        == done.mismatch
+    )
 
 
 def test_redrawn_inputs_differ_and_keep_integers(block):
-    from kernelsmith.capture.e2e import _redraw
+    from kernelsmith.apply.e2e import _redraw
 
     base = ((torch.randn(8, 4), torch.arange(5)), {"cache": [torch.randn(3)]})
     fresh = _redraw(base, 1)

@@ -18,17 +18,17 @@ import torch
 from conftest import OpsRan
 from test_apply import HONEST, KS, LLAMA, _patch, _run, block  # noqa: F401  (block: the fixture)
 
-from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.apply.patch_dir import Chosen, write_patch
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
+from kernelsmith.patch.install import install
 
 
 @pytest.fixture(autouse=True)
 def _removed(monkeypatch):
     """Every patch a test installs is removed after it: an installed patch's regions are replaced in any
     graph compiled in the process, and a later test's model would meet them."""
-    import kernelsmith.capture.patch_runtime as runtime
+    import kernelsmith.patch.install as runtime
 
     patches = []
 
@@ -197,7 +197,7 @@ def test_a_compiled_model_runs_the_kernel_in_the_graph_and_keeps_gradients(block
         assert patch.counts[name].fired == 0  # another model, compiled meanwhile: not the patch's
         got = compiled(x)
     assert torch.allclose(got, want, atol=1e-5)
-    assert patch.counts[name].fired == 1 and not any(patch.mode.enabled.values())  # no dispatch mode
+    assert patch.counts[name].fired == 1 and not any(patch.dispatch.enabled.values())  # no dispatch mode
     kop = patch.ops[name]  # its own graph in Inductor's (inline.py): Inductor compiles it as the model's
     assert kop.inline_why is None and len(kop.inlined) == 1
     with torch.no_grad():

@@ -14,10 +14,10 @@ import pytest
 import torch
 from conftest import REPO
 
-from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.apply.patch_dir import Chosen, write_patch
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
+from kernelsmith.patch.install import install
 
 MODELS = """
 import torch

@@ -14,15 +14,16 @@ import pytest
 from test_apply import HONEST, _run, block  # noqa: F401  (block: the fixture)
 from typer.testing import CliRunner
 
-from kernelsmith.capture.apply import Applied, Chosen, write_patch
-from kernelsmith.capture.e2e import E2E, check, trials
-from kernelsmith.capture.e2e_outputs import FLAT, OWN, OWN_ERROR_MULTIPLE
+from kernelsmith.apply.e2e import E2E, check, trials
+from kernelsmith.apply.e2e_outputs import FLAT, OWN, OWN_ERROR_MULTIPLE
+from kernelsmith.apply.patch_dir import Chosen, write_patch
+from kernelsmith.apply.run import Applied
+from kernelsmith.apply.yardstick import measure
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
-from kernelsmith.capture.yardstick import measure
 from kernelsmith.cli.app import app
 from kernelsmith.cli.capture import _kernels_table
+from kernelsmith.patch.install import install
 
 MODELS = """
 import torch
@@ -214,9 +215,29 @@ def test_a_kernel_that_takes_another_tasks_regions_says_so_beside_its_calls():
     final norm, whose ops are the layers' add + norm), served by this kernel."""
     layers = Chosen("runs/a", "add_norm", 0.2, 3, 1.1, 1)
     final = Chosen("runs/b", "final_norm", 0.05, 1, 1.1, 2)
-    e2e = E2E(True, None, 0.0, 3, fired={"add_norm": 4.0}, merged={"final_norm": "add_norm"})
-    table = _kernels_table(Applied("p", "m.py:make", "cpu", [layers, final], e2e))
+    e2e = E2E(
+        outputs_match=True,
+        mismatch=None,
+        max_abs_err=0.0,
+        trials=3,
+        fired={"add_norm": 4.0},
+        merged={"final_norm": "add_norm"},
+    )
+    table = _kernels_table(Applied(out_dir="p", entry="m.py:make", device="cpu", kernels=[layers, final], e2e=e2e))
     rows = {r: [str(c._cells[r]) for c in table.columns] for r in range(len(table.rows))}
     assert rows[0][3:5] == ["3", "4"]
     assert rows[0][5] == "applied (its 3 captured calls and final_norm's 1: same ops, served by this kernel)"
     assert rows[1][5] == "same ops as add_norm: that kernel takes its regions"
+
+
+def test_an_unknown_mode_through_the_python_api_is_refused_in_one_line(tmp_path: Path):
+    """A typo must not quietly compile: the options refuse it, and so does the runner the check uses."""
+    from kernelsmith.apply.e2e import runner
+    from kernelsmith.apply.run import apply_runs
+    from kernelsmith.errors import UserError
+
+    with pytest.raises(UserError, match=r"^apply: modes\.0: Input should be 'eager', 'compile' or 'graphs'$"):
+        apply_runs([], tmp_path, tmp_path / "p", modes=("eagr",))
+    with pytest.raises(UserError, match="unknown mode 'eagr': use eager, compile, graphs"):
+        runner(None, "eagr")
+    assert not (tmp_path / "p").exists()

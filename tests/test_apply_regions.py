@@ -15,10 +15,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsmith.capture.apply import Chosen, write_patch
+from kernelsmith.apply.patch_dir import Chosen, write_patch
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.run import capture
+from kernelsmith.patch.install import install
 
 GPT = """
 import math
@@ -297,7 +297,7 @@ TAILS = {
 
 @pytest.mark.parametrize("tail", TAILS)
 def test_the_value_under_an_outputs_trailing_views_follows_from_the_output(tail: str):
-    from kernelsmith.capture.pattern import trace, unview
+    from kernelsmith.patch.pattern import trace, unview
 
     class Tail(torch.nn.Module):
         def forward(self, x):
@@ -313,7 +313,7 @@ def test_the_value_under_an_outputs_trailing_views_follows_from_the_output(tail:
 
 
 def test_an_output_that_is_part_of_a_value_is_refused_in_one_line():
-    from kernelsmith.capture.pattern import PatternError, trace
+    from kernelsmith.patch.pattern import PatternError, trace
 
     class Part(torch.nn.Module):
         def forward(self, x):

@@ -17,19 +17,19 @@ from torch.autograd import DeviceType  # pyright: ignore[reportPrivateImportUsag
 from torch.profiler import ProfilerActivity
 from typer.testing import CliRunner
 
-import kernelsmith.capture.apply as apply_module
-import kernelsmith.capture.e2e as e2e
+import kernelsmith.apply.e2e as e2e
+import kernelsmith.apply.run as apply_module
 import kernelsmith.capture.profile as capture_profile
 import kernelsmith.capture.run as capture_run
-from kernelsmith.capture.e2e import check
+from kernelsmith.apply.e2e import check
 from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.patch_runtime import install
 from kernelsmith.capture.profile import profiled_forwards
 from kernelsmith.capture.tape import record
 from kernelsmith.capture.validate import check_task
 from kernelsmith.cli.app import app
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
+from kernelsmith.patch.install import install
 
 KERNEL_US = 10.0  # each aten op that calls no other launches one kernel of this time, unless it makes no kernel
 NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::as_strided", "aten::resolve_conj", "aten::resolve_neg"}

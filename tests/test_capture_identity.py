@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelsmith.apply.patch_dir import choose, read_capture
+from kernelsmith.apply.run import apply_runs
 from kernelsmith.capture import profile
-from kernelsmith.capture.apply import apply_runs, choose, read_capture
 from kernelsmith.capture.run import capture
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import RunStore
@@ -93,6 +94,6 @@ def test_a_recapture_keeps_names_and_identity_and_apply_finds_earlier_runs(entry
     assert by_name(first) == by_name(second)  # names, files and identities stay
     assert all(t.file == f"{t.name}.py" and len(t.region) == 16 for t in second.tasks)
     assert "Share" not in (out / norm.file).read_text()  # type: ignore[operator]
-    applied = apply_runs([run], out, tmp_path / "patch", check_e2e=False, min_speedup=0.0)
+    applied = apply_runs([run], out, tmp_path / "patch", check=False, min_speedup=0.0)
     assert [c.name for c in applied.kernels] == [norm.name] and applied.kernels[0].why is None
     assert json.loads((tmp_path / "patch/patch.json").read_text())["kernels"][0]["task"] == f"tasks/{norm.file}"

@@ -234,7 +234,7 @@ def _table_text(table) -> str:
 def test_a_cpu_speedup_says_it_is_relative_only():
     """Issue 29, item 10: a CPU verdict's 0.0005x read as the kernel's speedup, with no word that
     it times the Triton interpreter against CPU torch."""
-    from kernelsmith.cli.verdict import verdict_table
+    from kernelsmith.cli.eval_record import verdict_table
     from kernelsmith.evaluate.result import EvalResult
 
     fields = dict(status="correct", correct=True, speedup=0.000533, speedup_vs_compile=0.0004)
@@ -248,7 +248,7 @@ def test_a_cpu_speedup_says_it_is_relative_only():
 
 def test_the_trials_row_names_a_trial_without_output_and_a_nan_max_error():
     """Issue 29: a timeout in trial 2 read 'trials 1/1 passed'; a NaN output's max abs err was left out."""
-    from kernelsmith.cli.verdict import trials_text
+    from kernelsmith.cli.eval_record import trials_text
     from kernelsmith.evaluate.result import TrialReport
 
     ok = TrialReport(seed=1, ok=True, max_abs_err=2e-6)
@@ -263,7 +263,7 @@ def test_the_trials_row_names_a_trial_without_output_and_a_nan_max_error():
 def test_profile_of_a_verdict_that_is_not_a_success_says_why_there_are_no_counters():
     """Issue 29, item 10: `eval --profile` profiles only a success, so a CPU verdict that was not one
     had no counters row at all; the table now says why."""
-    from kernelsmith.cli.verdict import verdict_table
+    from kernelsmith.cli.eval_record import verdict_table
     from kernelsmith.evaluate.result import EvalResult
 
     def counters_row(result: EvalResult, profiled: bool = True) -> str | None:

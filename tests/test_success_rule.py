@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from kernelsmith.cli.verdict import verdict_record, verdict_table
+from kernelsmith.cli.eval_record import verdict_record, verdict_table
 from kernelsmith.data.sft import _verdict
 from kernelsmith.data.steps import Step
 from kernelsmith.evaluate.result import EvalResult, Status

@@ -1,5 +1,6 @@
 """Sizes that keep the package readable: no module over 400 lines, no function over 80, and no more
-than 15 modules directly in kernelsmith/evaluate/. One line per offence, exit 1 when there is one.
+than a few modules directly in each of kernelsmith/evaluate/, capture/, apply/ and patch/ (CROWDED). One
+line per offence, exit 1 when there is one.
 
 A function's lines run from its `def` line to its last line (decorators not counted, nested
 functions counted in it and on their own); a module's lines are the file's lines; a package's modules
@@ -16,7 +17,12 @@ from pathlib import Path
 MODULE_LINES = 400
 FUNCTION_LINES = 80
 # package folder -> the most modules directly in it (__init__.py not counted)
-CROWDED = {Path("kernelsmith/evaluate"): 15}
+CROWDED = {
+    Path("kernelsmith/evaluate"): 15,
+    Path("kernelsmith/capture"): 12,  # recording a model (checking a patch is apply/, its runtime patch/)
+    Path("kernelsmith/apply"): 10,
+    Path("kernelsmith/patch"): 12,
+}
 
 
 def _skipped(path: Path, skip: list[Path]) -> bool:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelsmith.capture.pattern import GLUE
 from kernelsmith.capture.tape import Tape
+from kernelsmith.patch.pattern import GLUE
 
 # One list: aten op names (overload packets) that a library kernel serves; a user may hand each one
 # to kernelsmith as an operator of its own.

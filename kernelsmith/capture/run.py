@@ -17,13 +17,12 @@ import torch
 
 from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed
-from kernelsmith.capture.names import unique_names
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
 from kernelsmith.capture.regions import Region, common_call, find_regions
 from kernelsmith.capture.tape import Tape, record
-from kernelsmith.capture.task_file import header, module_path, region_key
+from kernelsmith.capture.task_file import header, module_path, region_key, unique_names
 from kernelsmith.capture.validate import check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
@@ -34,7 +33,7 @@ MANIFEST = "capture.json"
 SEEDS = "_seed.py"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CapturedTask:
     rank: int
     name: str
@@ -183,6 +182,19 @@ def capture(
     min_share: float = 0.0,
     forwards: int = 5,
 ) -> Capture:
+    """Run a model's forward, rank where its time goes, and write its regions as tasks at their real shapes.
+
+    Args:
+        entry: `file.py:factory`, a function returning (model, args) or (model, kwargs dict) (docs/capture.md).
+        out_dir: the folder to write (task files and capture.json); a previous capture there is replaced,
+            its seeds kept; a folder holding other files is refused.
+        device: "cpu" or "cuda" (where the model runs, and what its times are: CPU or device time).
+        top: write the N heaviest regions only (the rest are listed); min_share: and none below this share.
+        forwards: profiled forwards whose median ranks the regions.
+
+    Returns the Capture (what capture.json holds). Raises UserError (one line) for what a user can fix: a
+    bad ENTRY, a forward that raises, an output folder of other files. The model runs in eval mode under
+    torch.no_grad(); nothing of it is kept (the process keeps only what the forward itself caches)."""
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
     out = Path(out_dir)

@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from kernelsmith.apply.options import ApplyOptions
 from kernelsmith.cli.common import check_paths, console, fail, shown
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
 
+_APPLY = ApplyOptions.model_fields  # apply's defaults, defined once there
+
 if TYPE_CHECKING:
-    from kernelsmith.capture.apply import Applied
-    from kernelsmith.capture.e2e import E2E
+    from kernelsmith.apply.e2e import E2E
+    from kernelsmith.apply.run import Applied
 
 
 class Mode(str, Enum):
@@ -29,7 +32,7 @@ class Mode(str, Enum):
 
 
 class Slower(str, Enum):
-    """--accept-slower: which slower patched forward passes, named (kernelsmith/capture/gains.py)"""
+    """--accept-slower: which slower patched forward passes, named (kernelsmith/apply/gains.py)"""
 
     none = "none"
     eager = "eager"
@@ -102,7 +105,7 @@ def apply_cmd(
     out: Path = typer.Option(..., "--out", help="the patch folder to write (an importable package)"),
     device: Device | None = typer.Option(None, help="where the check runs the model (default: the capture's)"),
     check: bool = typer.Option(True, "--check/--no-check", help="run the end-to-end check (outputs and time)"),
-    reps: int = typer.Option(10, "--reps", min=2, help="forwards timed before and after, each"),
+    reps: int = typer.Option(_APPLY["reps"].default, "--reps", min=2, help="forwards timed before and after, each"),
     atol: float | None = typer.Option(None, help="absolute tolerance (default: the verdict's for the dtype)"),
     rtol: float | None = typer.Option(None, help="relative tolerance (default: the verdict's for the dtype)"),
     min_speedup: float | None = typer.Option(
@@ -129,28 +132,25 @@ def apply_cmd(
     end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
     forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
     unless --accept-slower accepts it."""
-    from kernelsmith.capture.apply import apply_runs, read_capture
+    from kernelsmith.apply.options import ApplyOptions
+    from kernelsmith.apply.run import apply_runs
     from kernelsmith.capture.outdir import importable
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
     try:
         importable(out)  # the patch is a package: `import NAME`
-        if min_speedup is None:  # a CPU capture's runs time Triton's interpreter: every speedup is below 1
-            min_speedup = 0.0 if read_capture(capture_dir).get("device", "cpu") == "cpu" else 1.0
-        done = apply_runs(
-            run_dirs,
-            capture_dir,
-            out,
-            device.value if device else None,
-            check,
-            reps,
-            atol,
-            rtol,
-            min_speedup,
-            accept_slower.value,
-            tuple(dict.fromkeys(m.value for m in modes)),
+        options = ApplyOptions(
+            device=device.value if device else None,
+            check=check,
+            reps=reps,
+            atol=atol,
+            rtol=rtol,
+            min_speedup=min_speedup,
+            accept_slower=accept_slower.value,
+            modes=tuple(dict.fromkeys(m.value for m in modes)),
         )
+        done = apply_runs(run_dirs, capture_dir, out, options)
     except UserError as exc:
         fail(str(exc), exc.exit_code)
         return
@@ -195,7 +195,7 @@ def _others(done: Applied, e2e: E2E, name: str) -> str:
 
 def _agreement(kind: str, subject: str = "") -> str:
     """gains.agreement() in words: a spread too wide to compare says "cannot tell", never "agrees"."""
-    from kernelsmith.capture.gains import AGREES, DISAGREES, TELL_SPREAD
+    from kernelsmith.apply.gains import AGREES, DISAGREES, TELL_SPREAD
 
     if kind == AGREES:
         return f"{subject}agree{'' if subject else 's'} within the spreads"

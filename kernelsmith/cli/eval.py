@@ -21,7 +21,7 @@ from kernelsmith.errors import UserError
 
 
 def print_result(result, task_name: str, candidate_name: str, profiled: bool = False) -> None:
-    from kernelsmith.cli.verdict import verdict_table
+    from kernelsmith.cli.eval_record import verdict_table
 
     console.print(verdict_table(result, task_name, candidate_name, profiled))
     if result.error:
@@ -86,7 +86,7 @@ def eval_cmd(
     except UserError as exc:
         fail(str(exc), exc.exit_code)
     if json_out:
-        from kernelsmith.cli.verdict import verdict_record
+        from kernelsmith.cli.eval_record import verdict_record
 
         sys.stdout.write(verdict_record(result) + "\n")
     else:

@@ -13,8 +13,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from kernelsmith.capture.apply import Applied, apply_runs
-from kernelsmith.capture.forward_time import Spread
+from kernelsmith.apply.forward_time import Spread
+from kernelsmith.apply.options import ApplyOptions
+from kernelsmith.apply.run import Applied, apply_runs
 from kernelsmith.errors import UserError, one_line
 from kernelsmith.evolve.store import RunStore, holds_run
 from kernelsmith.optimize.result import Kernel, ModeTime, PatchOutcome, Span
@@ -113,7 +114,14 @@ def make_patch(
 
     def apply(names: list[str]) -> Applied:
         dirs = [runs[n] for n in names]
-        return apply_runs(dirs, capture_dir, out, device, True, reps, None, None, min_speedup, accept_slower, modes)
+        options = ApplyOptions(
+            device=device,  # pyright: ignore[reportArgumentType]
+            reps=reps,
+            min_speedup=min_speedup,
+            accept_slower=accept_slower,  # pyright: ignore[reportArgumentType]
+            modes=modes,  # pyright: ignore[reportArgumentType]
+        )
+        return apply_runs(dirs, capture_dir, out, options)
 
     try:
         applied = apply(list(runs))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from kernelsmith.capture.apply import read_capture
+from kernelsmith.apply.patch_dir import read_capture
 from kernelsmith.capture.run import MANIFEST, capture
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError

@@ -39,7 +39,7 @@ class FlatGraph:
     training: bool | None  # the mode it was traced in, where the Model's graph depends on it (else None)
 
 
-def load_task(task: Task, device: str) -> tuple[torch.nn.Module, list]:
+def model_and_inputs(task: Task, device: str) -> tuple[torch.nn.Module, list]:
     """The task's Model and inputs, built as the evaluator builds them (seed 0), on `device`."""
     with tempfile.TemporaryDirectory(prefix="ks-seed-") as tmp:
         try:
@@ -235,7 +235,7 @@ def record_task(task: Task, templates: bool = False) -> InductorRecord:
         raise SeedError("seed needs Triton (Inductor's code generator for the GPU), and it is not installed") from None
 
     with evaluation_precision():  # the compile, and the run whose autotuning picks each kernel's config
-        model, inputs = load_task(task, "cuda")
+        model, inputs = model_and_inputs(task, "cuda")
         flat = trace_flat(model, inputs)
         compiled, code = inductor_code(flat, templates)
         try:

@@ -82,8 +82,9 @@ def reply_text(completion: Any) -> str:
     return ""
 
 
-def is_success(result: EvalResult) -> bool:
-    """The one rule (EvalResult.success), and a speedup to reward."""
+def rewardable(result: EvalResult) -> bool:
+    """A success by the one rule (EvalResult.success, evaluate/verdict.py's is_success), with a speedup to
+    reward."""
     return result.success and result.speedup is not None
 
 
@@ -161,7 +162,7 @@ class SpeedupReward:
         verdicts = {key: self._outcome(fut) for key, fut in pending.items()}
         for key, fut in parents.items():
             result = self._outcome(fut)
-            self._parents[key] = result.speedup if isinstance(result, EvalResult) and is_success(result) else None
+            self._parents[key] = result.speedup if isinstance(result, EvalResult) and rewardable(result) else None
 
         # 3. score
         items = []
@@ -195,7 +196,7 @@ class SpeedupReward:
         if isinstance(result, str):
             return Scored(status=EVAL_ERROR, reward=0.0, error=result)
         status = result.status.value
-        if not is_success(result):
+        if not rewardable(result):
             return Scored(
                 status=status,
                 reward=0.0,

@@ -1,11 +1,11 @@
-"""The end-to-end check's rule for outputs (kernelsmith/capture/e2e_outputs.py): the flat tolerance, or the
+"""The end-to-end check's rule for outputs (kernelsmith/apply/e2e_outputs.py): the flat tolerance, or the
 patched model's error against a higher-precision run within OWN_ERROR_MULTIPLE of the original's own."""
 
 from __future__ import annotations
 
 import torch
 
-from kernelsmith.capture.e2e_outputs import FLAT, OWN, OWN_ERROR_MULTIPLE, judge
+from kernelsmith.apply.e2e_outputs import FLAT, OWN, OWN_ERROR_MULTIPLE, judge
 
 
 def _exact(seed: int = 0, scale: float = 4.0) -> torch.Tensor:

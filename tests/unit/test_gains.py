@@ -1,12 +1,12 @@
-"""When two figures with spreads agree (kernelsmith/capture/gains.py): overlapping spreads narrow enough to
+"""When two figures with spreads agree (kernelsmith/apply/gains.py): overlapping spreads narrow enough to
 say anything; spreads that do not overlap disagree; overlapping spreads too wide to compare cannot tell."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernelsmith.capture.forward_time import Spread
-from kernelsmith.capture.gains import AGREES, CANNOT_TELL, DISAGREES, TELL_SPREAD, CaptureTime, Prediction, agreement
+from kernelsmith.apply.forward_time import Spread
+from kernelsmith.apply.gains import AGREES, CANNOT_TELL, DISAGREES, TELL_SPREAD, CaptureTime, Prediction, agreement
 
 
 def test_overlapping_narrow_spreads_agree_and_apart_they_disagree():

@@ -57,7 +57,7 @@ sys.path.insert(0, {str(tmp_path / "kernels")!r})
 {"import triton" if late else ""}
 torch.cuda.is_available = lambda: False
 from pathlib import Path
-from kernelsmith.capture.interpreter import interpret_triton
+from kernelsmith.patch.interpreter import interpret_triton
 assert interpret_triton(Path({str(tmp_path)!r}), {{"kernels": [{{"kernel": "kernels/k.py"}}]}}) is None
 import k
 torch.save(k.run(), {str(out)!r})

@@ -9,14 +9,14 @@ import torch
 from conftest import CASES
 
 from kernelsmith.seed.errors import SeedError
-from kernelsmith.seed.inductor import inductor_code, inductor_options, load_task, trace_flat
+from kernelsmith.seed.inductor import inductor_code, inductor_options, model_and_inputs, trace_flat
 from kernelsmith.task import Task
 
 SEED_CASES = CASES / "seed"
 
 
 def traced(name: str):
-    model, inputs = load_task(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")
+    model, inputs = model_and_inputs(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")
     return model, inputs, trace_flat(model, inputs)
 
 
@@ -47,7 +47,7 @@ def test_batchnorm_is_traced_in_training_mode_as_the_evaluator_runs_it_running_s
     name = "gemm_batchnorm_train"
     model, inputs, flat = traced(name)
     assert model.training and flat.training is True  # the seed is for this mode: its graph depends on it
-    fresh = load_task(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")[0].state_dict()
+    fresh = model_and_inputs(Task.from_file(SEED_CASES / name / "task.py", name=name), "cpu")[0].state_dict()
     with torch.no_grad():
         model.load_state_dict(fresh)
         expected = model(*inputs)

@@ -51,7 +51,7 @@ class Counts:
 
 
 @dataclass
-class Kernel:
+class BuiltKernel:
     pattern: Pattern  # the region's, from its task
     module: torch.nn.Module  # ModelNew
     attrs: dict[str, str]  # each of Model's parameters and buffers -> the tensor of ModelNew that takes its place
@@ -64,7 +64,7 @@ class Kernel:
 class Substitution(TorchDispatchMode):
     """The dispatch mode a patch enters while one of its regions' module calls runs."""
 
-    def __init__(self, kernels: dict[str, Kernel], label: str = "the patch"):
+    def __init__(self, kernels: dict[str, BuiltKernel], label: str = "the patch"):
         super().__init__()
         self.kernels, self.label = kernels, label
         self.warned = False

@@ -31,12 +31,12 @@ from typing import Any
 import torch
 from torch._guards import TracingContext, detect_fake_mode
 
-from .graph_match import Region, find, specialize
+from .graph_match import RegionGraph, find, specialize
 from .inline import inline_calls
 from .kernel_op import KernelOp
 
 
-def replace(graph: torch.fx.Graph, kop: KernelOp, region: Region, m: dict, renamed: dict) -> None:
+def replace(graph: torch.fx.Graph, kop: KernelOp, region: RegionGraph, m: dict, renamed: dict) -> None:
     """The operator in the region's place: its values replace the region's, whose ops then go.
     `renamed`: a value an earlier replacement took the place of -> the node that gives it now."""
     args = [renamed.get(m[p], m[p]) for p in region.placeholders]
@@ -97,7 +97,7 @@ class Replacer:
         symbols: list = []  # the symbolic sizes the regions read, specialized (graph_match.py)
         for kop in kops:
             if kop.graph is None:
-                kop.graph = Region(kop)
+                kop.graph = RegionGraph(kop)
             if not kop.graph.ok:
                 continue
             matches = find(graph, kop.graph, sealed=not training, symbols=None if training else symbols)
@@ -119,12 +119,12 @@ class Replacer:
             stable_topological_sort(graph)
 
     def _said(self, kop: KernelOp) -> None:
-        kop.mode.counts[kop.name].autograd += 1
-        if not kop.mode.warned:  # said once a patch, as its eager forward under autograd says it
-            kop.mode.warned = True
+        kop.dispatch.counts[kop.name].autograd += 1
+        if not kop.dispatch.warned:  # said once a patch, as its eager forward under autograd says it
+            kop.dispatch.warned = True
             warnings.warn(
-                f"{kop.mode.label}: torch.compile is compiling a graph that autograd differentiates, and the kernels "
-                "have no backward: their regions keep the model's own ops there, so gradients are the model's; "
+                f"{kop.dispatch.label}: torch.compile is compiling a graph that autograd differentiates, and the "
+                "kernels have no backward: their regions keep the model's own ops there, so gradients are the model's; "
                 "compile under torch.no_grad() or torch.inference_mode() for the kernels to serve",
                 stacklevel=2,
             )

@@ -20,18 +20,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernelsmith.capture.e2e_outputs import FLAT, OwnError, judge
+from kernelsmith.apply.e2e_outputs import FLAT, OwnError, judge
+from kernelsmith.apply.forward_time import Spread, Timing, time_forwards
+from kernelsmith.apply.options import MODES
+from kernelsmith.apply.yardstick import Yardstick
 from kernelsmith.capture.entry import Entry
-from kernelsmith.capture.forward_time import Spread, Timing, time_forwards
-from kernelsmith.capture.patch_runtime import Patch
 from kernelsmith.capture.tape import tensors_in
-from kernelsmith.capture.yardstick import Yardstick
-from kernelsmith.errors import one_line
+from kernelsmith.errors import UserError, one_line
+from kernelsmith.patch.install import Patch
 
 TRIALS = 3  # the captured inputs, then two redraws
 
 
-@dataclass
+@dataclass(kw_only=True)
 class E2E:
     outputs_match: bool
     mismatch: str | None  # the first output out of tolerance, as a verdict says it, with the rule's numbers
@@ -87,7 +88,10 @@ def current_timers() -> tuple:
 
 def runner(model, mode: str):
     """The forward as `mode` runs it: the model itself (eager), torch.compile of it (compile), or
-    torch.compile(mode="reduce-overhead"), whose forwards replay CUDA graphs (graphs)."""
+    torch.compile(mode="reduce-overhead"), whose forwards replay CUDA graphs (graphs). Another word is
+    refused (a typo must not quietly compile)."""
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r}: use {', '.join(MODES)}")
     if mode == "eager":
         return model
     compiled = torch.compile(model, mode="reduce-overhead" if mode == "graphs" else None)
@@ -164,17 +168,30 @@ def check(
         except Exception as exc:  # a kernel's own failure (a launch error, a wrong output): the check's verdict
             patch.active = False
             message = one_line(f"the patched model raised {type(exc).__name__}: {exc}", 300)
-            return E2E(False, message, float("inf"), 0, outputs_said=message, mode=mode)
+            return E2E(
+                outputs_match=False,
+                mismatch=message,
+                max_abs_err=float("inf"),
+                trials=0,
+                outputs_said=message,
+                mode=mode,
+            )
         fired = once if mode != "eager" else {name: c.fired / len(inputs) for name, c in patch.counts.items()}
         yard = yardstick or Yardstick(None, why="none was made for this check")
         outputs = judge(refs, gots, yard.outputs or None, yard.dtype, WHOSE[mode], atol, rtol, yard.why)
         skipped = dict(patch.skipped) | (dict(patch.eager_only) if mode != "eager" else {})
-        result = E2E(outputs.ok, outputs.mismatch, outputs.max_abs_err, len(inputs), mode=mode)
+        result = E2E(
+            outputs_match=outputs.ok,
+            mismatch=outputs.mismatch,
+            max_abs_err=outputs.max_abs_err,
+            trials=len(inputs),
+            mode=mode,
+        )
         result.fired, result.merged, result.skipped = fired, dict(patch.merged), skipped
         result.outputs_rule, result.outputs_said, result.own_error = outputs.rule, outputs.said, outputs.own_error
         result.yardstick = yard.dtype
         result.graph_breaks, result.break_reasons = breaks
-        result.served = {name: patch.served(name) for name in patch.mode.kernels}
+        result.served = {name: patch.served(name) for name in patch.dispatch.kernels}
         if outputs.ok:
             result.timings, result.kernel_ms = time_forwards(run, make, patch, device, reps, mode)
     if timers is not None and current_timers() != timers:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelsmith.capture.e2e import E2E
-from kernelsmith.capture.forward_time import Spread, Timing
+from kernelsmith.apply.e2e import E2E
+from kernelsmith.apply.forward_time import Spread, Timing
 
 # How far one time of the original forward may move between capture's process and apply's beyond the
 # spread either saw (clocks, caches, the allocator, the host's load), relative: provisional.

@@ -6,13 +6,15 @@
 `patch.json` lists each kernel: its task file (the region's aten ops, which give the pattern), its
 candidate file (`ModelNew`), and the module paths whose calls hold the region. Each kernel whose region
 makes new values is a PyTorch operator (kernel_op.py), served the cheapest way that fits:
-- a region that is the whole of a module's forward: that module's forward calls the operator
-  (module_swap.py), eager and compiled alike;
-- under torch.compile, a region inside a module's forward: Inductor's graph of the patched model gets
-  the operator in the region's place (graph_pass.py);
-- in eager mode, a region inside a module's forward, and any region that writes the model's tensors in
-  place: while one of those module calls runs, the patch's dispatch mode substitutes the region
-  (substitute.py), at a cost in Python per op of the module.
+- in eager mode, the model's forward runs through TorchDynamo with a backend that replaces each region's
+  calls by one direct call of its kernel and compiles nothing (eager_graph.py);
+- under torch.compile, Inductor's graph of the patched model gets each region's operator in its place
+  (graph_pass.py, graph_match.py), then the kernel's own graph in place of the operator where it traces
+  (inline.py);
+- a region that is the whole of a module's forward: that module's forward also calls the kernel
+  (module_swap.py), where Dynamo gives up on a frame;
+- a region that writes the model's tensors in place (eager only): while the module call that holds it
+  runs, the patch's dispatch mode substitutes the region (substitute.py), at a cost in Python per op.
 Outside them the model runs untouched. `patch.counts` says how often each kernel took its region;
 `patch.served(name)` says how it serves.
 
@@ -43,7 +45,7 @@ from .interpreter import interpret_triton
 from .kernel_op import KernelOp, digest, op_ready
 from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
-from .substitute import Counts, Kernel, Substitution, hooks
+from .substitute import BuiltKernel, Counts, Substitution, hooks
 
 MANIFEST = "patch.json"
 
@@ -67,7 +69,7 @@ def _load(path: Path, label: str):
     return module
 
 
-def build(root: Path, entry: dict, device: torch.device) -> Kernel:
+def build(root: Path, entry: dict, device: torch.device) -> BuiltKernel:
     """One kernel: its region's pattern (from its task) and its ModelNew, both on `device`."""
     # The task and kernel draw their own random tensors: the caller's random state is left as it was.
     gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
@@ -89,7 +91,7 @@ def build(root: Path, entry: dict, device: torch.device) -> Kernel:
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
     texts = [(root / entry[k]).read_text(encoding="utf-8") for k in ("task", "kernel")]
     attrs = _kernel_attrs(entry["name"], pattern, kernel)
-    return Kernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
+    return BuiltKernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
 
 
 def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
@@ -123,8 +125,8 @@ class Patch:
     """An installed patch. `active = False` lets the model run as it was (the hooks and swapped forwards
     stay, idle; torch.compile compiles the model apart for each state); `remove()` undoes it all."""
 
-    def __init__(self, model: torch.nn.Module, mode: Substitution):
-        self.model, self.mode, self.handles = model, mode, []
+    def __init__(self, model: torch.nn.Module, dispatch: Substitution):
+        self.model, self.dispatch, self.handles = model, dispatch, []
         self.active = True
         self.merged: dict[str, str] = {}  # a kernel whose regions another kernel takes -> that kernel
         self.skipped: dict[str, str] = {}  # a kernel whose region cannot be taken in place -> why
@@ -143,10 +145,10 @@ class Patch:
 
     @property
     def counts(self) -> dict[str, Counts]:
-        return self.mode.counts
+        return self.dispatch.counts
 
     def reset_counts(self) -> None:
-        for counts in self.mode.counts.values():  # in place: a kernel's operator holds its own
+        for counts in self.dispatch.counts.values():  # in place: a kernel's operator holds its own
             counts.fired = counts.dropped = counts.recomputed = counts.autograd = 0
 
     def _noted(self, context) -> None:
@@ -212,7 +214,7 @@ def _signature(p: Pattern) -> tuple:
     return steps, tuple(p.input_meta), tuple(sorted(p.params.items()))
 
 
-def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
+def _merge(built: dict[str, BuiltKernel], entries: list[dict]) -> dict[str, str]:
     """Kernels of regions that match the same ops (a layer's add + norm and the final one, captured as
     two tasks that differ in a view after them): one kernel takes them all, the one that fills every
     value the others fill, the faster by its verdict first. Returns {merged kernel: the one that runs}."""
@@ -232,6 +234,19 @@ def _merge(built: dict[str, Kernel], entries: list[dict]) -> dict[str, str]:
 
 
 def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.device | None = None) -> Patch:
+    """Put a patch's kernels into a live model, in place (a patch package's `apply(model)` calls this).
+
+    Args:
+        model: the model the patch was captured from (its module paths are the capture's).
+        patch_dir: the folder `kernelsmith apply` wrote (patch.json, tasks/, kernels/).
+        device: where the kernels run (None: where the model's first parameter is).
+
+    Returns the Patch: `counts` (regions each kernel took), `served(name)`, `active` (False: the model as it
+    was), `remove()` (everything put back). The process keeps, until `remove()`: the model's forward (and
+    whole-module regions' forwards) wrapped, TorchDynamo's compiled graphs of it, each kernel's operator
+    (torch.ops.kernelsmith_patch, defined once a process) and Inductor's post-grad pass while any patch is
+    installed; the kernels' code runs in this process, outside any sandbox (they were judged inside one).
+    Raises PatchError (its message one line) where the patch does not fit the model."""
     root = Path(patch_dir)
     spec = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     if device is None:
@@ -248,13 +263,15 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         except Unsubstitutable as exc:
             skipped[entry["name"]] = str(exc)
     merged = _merge(built, spec["kernels"])
-    mode = Substitution({name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}")
-    patch = Patch(model, mode)
+    dispatch = Substitution(
+        {name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}"
+    )
+    patch = Patch(model, dispatch)
     patch.merged, patch.skipped = merged, skipped
-    for name, kernel in mode.kernels.items():
+    for name, kernel in dispatch.kernels.items():
         why = op_ready(kernel.pattern, kernel.written)
         if why is None:
-            patch.ops[name] = kop = KernelOp(name, kernel, mode)
+            patch.ops[name] = kop = KernelOp(name, kernel, dispatch)
             kop.live = lambda: patch.active
             kop.compiles = patch.compiles
         else:
@@ -309,15 +326,15 @@ def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
         # into Dynamo a forward, and a graph that runs the whole forward with less host time than its
         # modules do (a swapped forward in it calls its kernel straight); the swapped forwards serve
         # where Dynamo does not (a frame it gives up on runs as it is).
-        patch.covers = covers = Covers(list(patch.ops.values()), lambda: patch.active, patch.mode.label)
+        patch.covers = covers = Covers(list(patch.ops.values()), lambda: patch.active, patch.dispatch.label)
         covers.wrap(model, "", forwarding)
     elif traced:
-        patch.covers = covers = Covers([patch.ops[n] for n in traced], lambda: patch.active, patch.mode.label)
+        patch.covers = covers = Covers([patch.ops[n] for n in traced], lambda: patch.active, patch.dispatch.label)
         for path in sorted({c for cs in traced.values() for c in cs}, key=len):
             if not any(_overlap(path, done) for _, _, _, done in covers.wrapped):
                 covers.wrap(_scope(model, path), path, forwarding)
     patch.traced = {n: sorted(set(cs)) for n, cs in traced.items()}
-    hook = hooks(patch, patch.mode)
+    hook = hooks(patch, patch.dispatch)
     for name, paths in hooked.items():
         for path in sorted(set(paths)):
             pre, post = hook(name)

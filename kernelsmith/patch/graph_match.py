@@ -34,7 +34,7 @@ def is_view(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and getattr(packet, "__name__", None) in _VIEWS
 
 
-class Region:
+class RegionGraph:
     """A kernel's region as an aten graph holds it (`kop`: a kernel_op.KernelOp)."""
 
     def __init__(self, kop):
@@ -137,7 +137,7 @@ def _match(p, g, m: dict, symbols: list | None = None) -> bool:
 
 def find(
     graph: torch.fx.Graph,
-    region: Region,
+    region: RegionGraph,
     sealed: bool = True,
     symbols: list | None = None,
     elsewhere: list | None = None,
@@ -168,7 +168,7 @@ def find(
     return found
 
 
-def _attempt(g, region: Region, nodes: list, used: set, sealed: bool, noted: list | None) -> dict | None:
+def _attempt(g, region: RegionGraph, nodes: list, used: set, sealed: bool, noted: list | None) -> dict | None:
     """The region whose last value is `g`, or None."""
     m: dict | None = {}
     if not _match(region.search[-1], g, m, noted):
@@ -191,7 +191,7 @@ def _extend(m: dict, base: torch.fx.Node, candidates: list[torch.fx.Node], symbo
     return None
 
 
-def _holds(m: dict, region: Region, sealed: bool, symbols: list | None) -> bool:
+def _holds(m: dict, region: RegionGraph, sealed: bool, symbols: list | None) -> bool:
     """The inputs are laid out as the region's, and (`sealed`) no value the region makes but does not
     return is read outside it (a view of an input may be)."""
     if any(p not in m for p in region.placeholders):

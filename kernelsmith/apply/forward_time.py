@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kernelsmith.capture.patch_runtime import Patch
 from kernelsmith.capture.profile import Spread, op_range, profiling, read_times, wall_times_ms
+from kernelsmith.patch.install import Patch
 
 __all__ = ["Spread", "Timing", "profiled_ms", "time_forwards"]
 
@@ -56,13 +56,13 @@ def profiled_ms(run: Callable[[], object], device: str, patch: Patch | None = No
     patch the time of each kernel's regions in it (ms)."""
     ranges = _Ranges()
     if patch is not None:
-        patch.mode.timed = ranges
+        patch.dispatch.timed = ranges
     try:
         with profiling(device) as prof:
             run()
     finally:
         if patch is not None:
-            patch.mode.timed = None
+            patch.dispatch.timed = None
     times = read_times(prof, len(ranges.names), device, 0.0)
     kernels: dict[str, float] = {}
     for name, us in zip(ranges.names, times.per_op_us):
@@ -82,7 +82,7 @@ def time_forwards(
     no Python, so no range opens around a kernel). `model`: the forward as `mode` runs it."""
     profiled: dict[bool, list[float]] = {False: [], True: []}
     walls: dict[bool, list[float]] = {False: [], True: []}
-    kernels: dict[str, list[float]] = {name: [] for name in patch.mode.kernels}
+    kernels: dict[str, list[float]] = {name: [] for name in patch.dispatch.kernels}
 
     def forward() -> Callable[[], object]:
         args, kwargs = make()  # copied before the clock starts

@@ -11,41 +11,30 @@ left out.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from kernelsmith.capture import yardstick
-from kernelsmith.capture.e2e import E2E, check, current_timers, trials
-from kernelsmith.capture.e2e_outputs import FLAT
-from kernelsmith.capture.entry import call_entry
-from kernelsmith.capture.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.capture.outdir import prepare
-from kernelsmith.capture.patch_runtime import PatchError, install
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
 from kernelsmith.capture.task_file import region_of
-from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
 from kernelsmith.evaluate.measuring.noise import speedup_noise
 from kernelsmith.evolve.store import RunStore
 
 PATCH_MANIFEST = "patch.json"
-RUNTIME = (
-    "pattern.py",
-    "match.py",
-    "substitute.py",
-    "kernel_op.py",
-    "module_swap.py",
-    "graph_match.py",
-    "inline.py",
-    "graph_pass.py",
-    "eager_graph.py",
-    "interpreter.py",
-    "patch_runtime.py",
-)
+# What a patch holds of kernelsmith: the runtime folder, every module of it (kernelsmith/patch/, which imports
+# nothing else of kernelsmith: an import contract holds it). A patch written before the runtime had its
+# folder may hold patch_runtime.py: rewriting it replaces that too.
+RUNTIME_DIR = Path(__file__).resolve().parents[1] / "patch"
+_EARLIER_RUNTIME = {"patch_runtime.py"}
+
+
+def runtime_files() -> list[str]:
+    """The runtime's modules, each copied into every patch."""
+    return sorted(p.name for p in RUNTIME_DIR.glob("*.py") if p.name != "__init__.py")
+
+
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them; its "check" says
 whether they passed the end-to-end check, apply.json how: apply() warns when they did not).
 
@@ -68,7 +57,7 @@ import json
 import warnings
 from pathlib import Path
 
-from .patch_runtime import install
+from .install import install
 
 
 def apply(model, device=None):
@@ -110,7 +99,7 @@ def read_capture(capture_dir: Path) -> dict:
     return manifest
 
 
-def _same(a: str, b: str) -> bool:
+def _same_text(a: str, b: str) -> bool:
     norm = lambda s: s.lstrip("\ufeff").replace("\r\n", "\n").strip()
     return norm(a) == norm(b)
 
@@ -133,7 +122,7 @@ def choose(
         # task's text may differ (another ENTRY path, values drawn from other weights).
         region = region_of(task_source)
         file = next((f for f, t in written.items() if region and t.get("region") == region), None)
-        file = file or next((f for f, text in sources.items() if _same(text, task_source)), None)
+        file = file or next((f for f, text in sources.items() if _same_text(text, task_source)), None)
         if file is None:
             raise UserError(f"{run_dir}: its task is none of the task files in --capture {capture_dir}")
         if file in picked:
@@ -158,12 +147,14 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
     kept = [(c, code, t) for c, code, t in picks if code is not None]
     if not kept:
         raise UserError("no run gives a kernel to apply: " + "; ".join(f"{c.name}: {c.why}" for c, _, _ in picks))
-    prepare(out, PATCH_MANIFEST, {*RUNTIME, "__init__.py", "apply.json", "tasks", "kernels"}, "patch")
+    runtime = runtime_files()
+    prepare(
+        out, PATCH_MANIFEST, {*runtime, *_EARLIER_RUNTIME, "__init__.py", "apply.json", "tasks", "kernels"}, "patch"
+    )
     (out / "tasks").mkdir()
     (out / "kernels").mkdir()
-    here = Path(__file__).parent
-    for name in RUNTIME:
-        shutil.copyfile(here / name, out / name)
+    for name in runtime:
+        shutil.copyfile(RUNTIME_DIR / name, out / name)
     entries = []
     for chosen, code, task in kept:
         shutil.copyfile(capture_dir / task["file"], out / "tasks" / task["file"])
@@ -197,132 +188,3 @@ def mark(out: Path, passed: bool, reason: str) -> None:
     spec = json.loads(path.read_text(encoding="utf-8"))
     spec["check"] = {"passed": passed, "reason": reason}
     path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
-
-
-@dataclass
-class Applied:
-    out_dir: str
-    entry: str
-    device: str
-    kernels: list[Chosen]
-    e2e: E2E | None  # the first mode's check (None: --no-check)
-    accept_slower: str = "none"  # --accept-slower
-    checks: list[E2E] = field(default_factory=list)  # each mode's check, in --mode's order (e2e first)
-    slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
-    prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
-    capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
-    passed: bool = False  # the end-to-end check ran and passed (a slower forward only where accepted)
-    reason: str = "the end-to-end check did not run"  # one line: why it passed or failed
-
-    @property
-    def ok(self) -> bool:
-        """The check passed: some kernel was substituted, outputs match, every substituted kernel took
-        its regions, no timer was replaced, and the patched forward is no slower (or that is accepted)."""
-        return self.failure is None
-
-    @property
-    def failure(self) -> str | None:
-        """Why the check failed, in one line (None: it passed, or did not run); a mode other than eager
-        names itself."""
-        for e in self.checks or ([self.e2e] if self.e2e is not None else []):
-            why = self._failure(e)
-            if why is not None:
-                return why if e.mode == "eager" else f"{e.mode}: {why}"
-        return None
-
-    def _failure(self, e: E2E) -> str | None:
-        applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
-        if not applied:
-            why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
-            return f"no kernel could be substituted, so the patch does nothing ({why})"
-        if not e.outputs_match:
-            return e.mismatch or "outputs differ from the model's"
-        if e.forged:
-            return e.forged
-        if len(e.graph_breaks) == 2 and e.graph_breaks[1] > e.graph_breaks[0]:
-            return (
-                f"the patch breaks torch.compile's graph: {e.graph_breaks[1]} graph breaks, the model alone "
-                f"{e.graph_breaks[0]} ({'; '.join(e.break_reasons)})"
-            )
-        idle = [c.name for c in applied if not self.took(c, e)]
-        if idle:
-            return f"{', '.join(idle)} never took its region (it did none of the model's work)"
-        failing = [s for s in self.slower if s.accepted is None and s.mode == e.mode]
-        if failing:
-            accept = "eager" if all(s.measure == "eager time" for s in failing) else "all"
-            return (
-                f"the patched forward is slower, a failed promise: {'; '.join(s.line for s in failing)} "
-                f"(--accept-slower {accept} accepts it)"
-            )
-        return None
-
-    def verdict(self) -> tuple[bool, str]:
-        """(passed, the reason in one line): the check ran and passed, or why not."""
-        checks = self.checks or ([self.e2e] if self.e2e is not None else [])
-        if not checks:
-            return False, "not checked (--no-check)"
-        if self.failure is not None:
-            return False, self.failure
-        rule = lambda e: "within the flat tolerance" if e.outputs_rule == FLAT else "within the model's own error"
-        said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, its kernels took their regions" for e in checks)
-        accepted = "; ".join(f"{s.line} ({s.accepted})" for s in self.slower)
-        return True, f"{said}, but the patched forward is slower: {accepted}" if accepted else said
-
-    def took(self, c: Chosen, e: E2E | None = None) -> bool:
-        """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
-        e = e or self.e2e
-        if e is None:
-            return True
-        return e.fired.get(e.merged.get(c.name, c.name), 0) > 0
-
-
-def apply_runs(
-    run_dirs: list[Path],
-    capture_dir: Path,
-    out: Path,
-    device: str | None = None,
-    check_e2e: bool = True,
-    reps: int = 10,
-    atol: float | None = None,
-    rtol: float | None = None,
-    min_speedup: float = 1.0,
-    accept_slower: str = "none",
-    modes: tuple[str, ...] = ("eager",),
-) -> Applied:
-    """Write the patch for the runs' best kernels; unless told not to, check it on the captured model,
-    in each of `modes` (eager, compile, graphs) against the model run the same way."""
-    manifest = read_capture(capture_dir)
-    device = device or manifest.get("device", "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError(NO_CUDA_GPU)
-    if "graphs" in modes and device != "cuda":
-        raise UserError(f"--mode graphs replays CUDA graphs: it needs --device cuda (this check runs on the {device})")
-    picks = choose(run_dirs, capture_dir, manifest, min_speedup)
-    write_patch(out, capture_dir, manifest, picks)
-    applied = Applied(str(out), manifest["entry"], device, [c for c, _, _ in picks], None, accept_slower)
-    if check_e2e:
-        if device == "cpu":  # Triton kernels run on the CPU in its interpreter, as the sandboxes run them
-            os.environ["TRITON_INTERPRET"] = "1"
-        timers = current_timers()  # before any kernel module is imported
-        entry = call_entry(manifest["entry"], device)
-        yard = yardstick.measure(entry.model, trials(entry), device)  # before the patch is on the model
-        try:
-            patch = install(entry.model, out, device)
-        except PatchError as exc:
-            raise UserError(f"the patch does not fit the model: {exc}") from None
-        try:
-            applied.checks = [check(entry, patch, device, reps, atol, rtol, timers, mode, yard) for mode in modes]
-        finally:
-            patch.remove()
-        applied.e2e = applied.checks[0]
-        parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
-        measure = manifest.get("measure")
-        applied.slower = [s for e in applied.checks for s in slowdowns(e, parts, measure, accept_slower)]
-        eager = next((e for e in applied.checks if e.mode == "eager"), None)  # capture measured the eager forward
-        if eager is not None:
-            applied.prediction = predict(eager, parts, measure)
-            applied.capture_times = against_capture(eager, manifest, device)
-    applied.passed, applied.reason = applied.verdict()
-    mark(out, applied.passed, applied.reason)
-    (out / "apply.json").write_text(json.dumps(asdict(applied), indent=1) + "\n", encoding="utf-8")
-    return applied

@@ -24,7 +24,7 @@ from .kernel_op import KernelOp
 from .pattern import Slot, Step, Tracer
 
 
-def _same(ours: Step, theirs: Step, names: dict[str, str]) -> bool:
+def _same_step(ours: Step, theirs: Step, names: dict[str, str]) -> bool:
     """The module's step is the region's, its parameters named `names` (region's -> module's), which this
     comparison extends."""
 
@@ -67,7 +67,7 @@ def whole(kop: KernelOp, module: torch.nn.Module) -> tuple[int, list[str]] | Non
     names: dict[str, str] = {}  # the region's parameter -> the module's tensor
     if len(steps) <= pattern.last or len(steps) > len(pattern.steps):
         return None
-    if not all(_same(ours, theirs, names) for ours, theirs in zip(steps, pattern.steps)):
+    if not all(_same_step(ours, theirs, names) for ours, theirs in zip(steps, pattern.steps)):
         return None
     made = slots.get(id(out)) if isinstance(out, torch.Tensor) else None
     if made is None or made not in kop.bases or set(names) != set(pattern.params):
@@ -157,7 +157,7 @@ class Swap:
             module.forward = fast
             return
         n = len(metas)
-        mode = kop.mode
+        mode = kop.dispatch
 
         def body(*args, **kwargs):
             if kwargs or len(args) != n or not live():
@@ -233,7 +233,7 @@ def _direct_forward(original: Callable, kop: KernelOp, index: int, metas: list, 
             else f"__ks_p{k} = getattr(__ks_owner{k}, {attr!r})"
         )
     values = [f"__ks_p{k}" for k in range(len(owners))]
-    mode = kop.mode
+    mode = kop.dispatch
 
     def recorded(*args):
         if not torch.compiler.is_compiling():

@@ -27,7 +27,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .pattern import Pattern, meta, slot_meta
-from .substitute import Kernel, Substitution, bind, restride, values_of
+from .substitute import BuiltKernel, Substitution, bind, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
 
@@ -72,9 +72,9 @@ class KernelOp:
     """One kernel of an installed patch as an operator. `call` runs it: eagerly straight through (no
     dispatch cost), while torch.compile traces through the operator."""
 
-    def __init__(self, name: str, kernel: Kernel, mode: Substitution):
+    def __init__(self, name: str, kernel: BuiltKernel, dispatch: Substitution):
         self.name, self.kernel, self.reference, self.sample = name, kernel, kernel.reference, kernel.sample
-        self.mode: Substitution = mode  # the patch's counts and timing ranges
+        self.dispatch: Substitution = dispatch  # the patch's dispatch mode: its counts and timing ranges
         pattern = kernel.pattern
         self.pattern = pattern
         self.bases = list(dict.fromkeys(pattern.bases))  # the values it returns, in order
@@ -91,7 +91,7 @@ class KernelOp:
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
         plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]
         self._one = tuple(self.out_meta[0]) if plain else None  # one output, a value of its own: eager()'s fast path
-        self.tally = mode.counts[name]  # this kernel's counts (Patch.reset_counts zeroes them in place)
+        self.tally = dispatch.counts[name]  # this kernel's counts (Patch.reset_counts zeroes them in place)
         # Each install's own number, a constant of every call: a graph runs the KernelOp of the patch it was
         # compiled with (its counts, its parameters' binding), whatever else installs the same kernel. Drawn
         # at random, not counted: Inductor's cache on disk keeps graphs by it (graph_pass's uuid), and a
@@ -111,7 +111,7 @@ class KernelOp:
     def run(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         """The operator's implementation: the region's values from the kernel (or, uninstalled, from the
         region's own ops)."""
-        if self.mode.entered:  # a swapped module inside another region's module call: the mode need not see it
+        if self.dispatch.entered:  # a swapped module inside another region's module call: the mode need not see it
             with _disable_current_modes():
                 return self._run(inputs, params)
         return self._run(inputs, params)
@@ -120,18 +120,18 @@ class KernelOp:
         if not self.installed:
             outs = self._bind(self.reference, dict(zip(self.attrs, params)))(*inputs)
             return self._values(outs, inputs, params)
-        with self.mode._range(self.name):
+        with self.dispatch._range(self.name):
             fitted = [x if meta(x) == m else restride(x, m[0], m[1]) for x, m in zip(inputs, self.pattern.input_meta)]
             attrs = self.kernel.attrs
             outs = self._bind(self.kernel.module, {attrs[a]: t for a, t in zip(self.attrs, params)})(*fitted)
             values = self._values(outs, inputs, params)
-        self.mode.counts[self.name].fired += 1
+        self.dispatch.counts[self.name].fired += 1
         return values
 
     def op_call(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         """The operator's implementation (compiled graphs call it): eager()'s values, none of them sharing
         memory with the operator's arguments or one another (an operator's outputs are its own)."""
-        if not self.installed or self.mode.entered or self.mode.timed is not None:
+        if not self.installed or self.dispatch.entered or self.dispatch.timed is not None:
             return self.run(inputs, params)
         if any(x.stride() != m[1] for x, m in zip(inputs, self.pattern.input_meta)):
             return self.run(inputs, params)  # laid out otherwise by the compiler: restrided there
@@ -150,8 +150,8 @@ class KernelOp:
         (a swapped forward, a rewritten graph): the kernel's forward called straight, no operator, no
         dispatcher and no copy but a restride. Hand-written: it is the patch's hot path, and a call must
         cost what a call of the kernel from the model's own source costs (docs/benchmarks.md)."""
-        mode = self.mode
-        if not self.installed or mode.entered or mode.timed is not None:
+        dispatch = self.dispatch
+        if not self.installed or dispatch.entered or dispatch.timed is not None:
             return self.run(inputs, params)
         forward = self._fast.get(key := tuple(map(id, params)))
         if forward is None:  # the bound copy holds the parameters: their ids stay theirs while cached

@@ -263,7 +263,7 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
     refused: list[str] = []
     for kop in kops:
         if kop.graph is None:
-            kop.graph = graph_match.Region(kop)
+            kop.graph = graph_match.RegionGraph(kop)
         if kop.graph.ok:
             taken = {g for _, _, m in matches for k, g in m.items() if k.op != "placeholder"}
             found = graph_match.find(traced.aten.graph, kop.graph, sealed=True, symbols=symbols, elsewhere=elsewhere)
@@ -344,7 +344,7 @@ class Covers:
 
         def run(*args):
             for kop in held:
-                kop.mode.recorded(kop.name)
+                kop.dispatch.recorded(kop.name)
             return forward(*args)
 
         return run
@@ -388,5 +388,5 @@ class Covers:
 
 def _holds_region(traced: Traced, kop: KernelOp) -> bool:
     if kop.graph is None:
-        kop.graph = graph_match.Region(kop)
+        kop.graph = graph_match.RegionGraph(kop)
     return bool(kop.graph.ok and graph_match.find(traced.aten.graph, kop.graph, sealed=False, symbols=[]))

@@ -1,0 +1,52 @@
+"""How `kernelsmith apply` writes and checks a patch: one definition of every default, read by the CLI,
+`kernelsmith optimize` and the Python API (as EvalOptions is for the evaluator)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["eager", "compile", "graphs"]
+MODES: tuple[Mode, ...] = ("eager", "compile", "graphs")
+
+
+class ApplyOptions(BaseModel):
+    """Options of `kernelsmith apply` (the CLI's flags of the same names). An unknown value (a mode, an
+    --accept-slower word) is refused when the options are made, in one line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: Literal["cuda", "cpu"] | None = Field(
+        default=None, description="Where the check runs the model (None: the capture's device)."
+    )
+    check: bool = Field(
+        default=True, description="Check the patch end to end on the captured model (--no-check: do not)."
+    )
+    reps: int = Field(default=10, ge=1, description="Forwards timed per measure, patched and not, alternating.")
+    atol: float | None = Field(default=None, ge=0, description="The outputs' flat tolerance (None: the verdict's).")
+    rtol: float | None = Field(
+        default=None, ge=0, description="The outputs' flat relative tolerance (None: the verdict's)."
+    )
+    min_speedup: float | None = Field(
+        default=None,
+        ge=0,
+        description="A run's best kernel is left out below this verdict speedup (None: 1, or 0 for a CPU "
+        "capture, whose runs time Triton's interpreter).",
+    )
+    accept_slower: Literal["none", "eager", "all"] = Field(
+        default="none",
+        description="A patched forward slower than the model fails the check unless accepted: `eager` accepts "
+        "an eager-time slowdown only (a server that replays CUDA graphs), `all` any.",
+    )
+    modes: tuple[Mode, ...] = Field(
+        default=("eager",),
+        min_length=1,
+        description="How the model runs in the check: eager, compile (torch.compile), graphs (CUDA graphs).",
+    )
+
+    def min_speedup_for(self, capture_device: str) -> float:
+        """The --min-speedup in force for a capture made on `capture_device`."""
+        if self.min_speedup is not None:
+            return self.min_speedup
+        return 0.0 if capture_device == "cpu" else 1.0
