@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import check_paths, console, fail, shown
+from kernelsmith.cli.common import check_paths, console, shown
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
 
 if TYPE_CHECKING:
@@ -52,11 +51,7 @@ def capture_cmd(
     median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.run import capture
 
-    try:
-        done = capture(entry, out, device.value, top, min_share, forwards)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
-        return
+    done = capture(entry, out, device.value, top, min_share, forwards)
     wall, profiled = done.wall_ms, done.profiled_us
     assert wall is not None and profiled is not None
     table = Table(
@@ -134,26 +129,22 @@ def apply_cmd(
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
-    try:
-        importable(out)  # the patch is a package: `import NAME`
-        if min_speedup is None:  # a CPU capture's runs time Triton's interpreter: every speedup is below 1
-            min_speedup = 0.0 if read_capture(capture_dir).get("device", "cpu") == "cpu" else 1.0
-        done = apply_runs(
-            run_dirs,
-            capture_dir,
-            out,
-            device.value if device else None,
-            check,
-            reps,
-            atol,
-            rtol,
-            min_speedup,
-            accept_slower.value,
-            tuple(dict.fromkeys(m.value for m in modes)),
-        )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
-        return
+    importable(out)  # the patch is a package: `import NAME`
+    if min_speedup is None:  # a CPU capture's runs time Triton's interpreter: every speedup is below 1
+        min_speedup = 0.0 if read_capture(capture_dir).get("device", "cpu") == "cpu" else 1.0
+    done = apply_runs(
+        run_dirs,
+        capture_dir,
+        out,
+        device.value if device else None,
+        check,
+        reps,
+        atol,
+        rtol,
+        min_speedup,
+        accept_slower.value,
+        tuple(dict.fromkeys(m.value for m in modes)),
+    )
     console.print(_kernels_table(done))
     if done.e2e is None:
         console.print("end-to-end check skipped (--no-check)")

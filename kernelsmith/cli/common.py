@@ -3,10 +3,9 @@ can cause (one line, a non-zero exit), and the flags and option plumbing several
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -63,18 +62,11 @@ def note_full_size(task, path: Path, device: str) -> bool:
     return full
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One `error:` line on stderr and exit `code`. Commands raise UserError for what a user caused; the app
+    turns it into this where it registers them (app.py), so a command calls `fail` only for what is not one."""
     print_error(message)
     raise typer.Exit(code)
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """A UserError raised inside becomes `fail(...)` with its exit code."""
-    try:
-        yield
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
 
 
 def size_flag(text: str, flag: str, minimum: int = 1) -> int:

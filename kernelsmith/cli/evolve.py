@@ -23,7 +23,6 @@ from kernelsmith.cli.common import (
     note_full_size,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
 
@@ -119,8 +118,6 @@ def evolve_cmd(
         if quiet and not json_out:  # no progress, but where the results went
             where = f"best: {run_dir / 'best.py'}" if summary.get("best") else "no correct program"
             console.print(escape(f"{where}; summary: {run_dir / 'summary.json'}"), highlight=False, soft_wrap=True)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
     if json_out:

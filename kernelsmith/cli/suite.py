@@ -25,7 +25,6 @@ from kernelsmith.cli.common import (
     options_or_fail,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
 
@@ -43,13 +42,10 @@ def print_report(report, json_out: bool, html: Path | None = None, runs_dir: Pat
     if html is not None:
         from kernelsmith.report import write_evolve_suite_report, write_suite_report
 
-        try:
-            if runs_dir is None:
-                write_suite_report(report, html)
-            else:
-                write_evolve_suite_report(report, runs_dir, html)
-        except UserError as exc:
-            fail(str(exc), exc.exit_code)
+        if runs_dir is None:
+            write_suite_report(report, html)
+        else:
+            write_evolve_suite_report(report, runs_dir, html)
 
 
 def bench_cmd(
@@ -83,33 +79,30 @@ def bench_cmd(
     from kernelsmith.suite.bench import NOT_EVALUATED, run_bench, scan_tasks
     from kernelsmith.task_sizes import small_source
 
-    try:
-        check_paths("dir", "suite directory", suite_dir)
-        check_paths("dir", "solutions directory", solutions)
-        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
-        total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
-        backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
-        with closing(open_backend(backend, device.value, workers, opts)) as pool:
-            if json_out or quiet:
-                report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
-            else:
-                with LiveProgress(console, "bench", total) as view:
-                    fastest: list = []
+    check_paths("dir", "suite directory", suite_dir)
+    check_paths("dir", "solutions directory", solutions)
+    opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
+    total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
+    backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
+    with closing(open_backend(backend, device.value, workers, opts)) as pool:
+        if json_out or quiet:
+            report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
+        else:
+            with LiveProgress(console, "bench", total) as view:
+                fastest: list = []
 
-                    def progress(row) -> None:
-                        speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
-                        # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
-                        unrun = row.status in NOT_EVALUATED and row.error
-                        view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
-                        if row.success and row.speedup is not None:
-                            fastest[:] = [max(fastest + [(row.speedup, row.task)])]
-                        view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
+                def progress(row) -> None:
+                    speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
+                    # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
+                    unrun = row.status in NOT_EVALUATED and row.error
+                    view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
+                    if row.success and row.speedup is not None:
+                        fastest[:] = [max(fastest + [(row.speedup, row.task)])]
+                    view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
-                    report = run_bench(
-                        suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
-                    )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+                report = run_bench(
+                    suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
+                )
     print_report(report, json_out, html)
 
 
@@ -177,8 +170,6 @@ def evolve_suite_cmd(
                     report = evolve_suite(
                         suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view, write_run_report, derive
                     )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
     from kernelsmith.report.suite_report import SUITE_REPORT_NAME
