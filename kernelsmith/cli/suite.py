@@ -13,14 +13,14 @@ from kernelsmith.cli.common import (
     EVAL_BACKEND,
     EVAL_URL,
     INDUCTOR_SEED,
+    INTERRUPTED_SEARCH,
     RAY_ADDRESS,
     EvalBackendKind,
     Mutator,
-    check_model,
     check_paths,
     console,
     eval_defaults,
-    evolve_overrides,
+    evolve_settings,
     fail,
     options_or_fail,
 )
@@ -137,24 +137,16 @@ def evolve_suite_cmd(
     ),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
+    flags = dict(locals())  # every flag by its name, for evolve_settings
     from contextlib import closing
 
     from kernelsmith.evaluate.backends import open_backend
-    from kernelsmith.evolve.run import evolve_config
     from kernelsmith.report import write_run_report
     from kernelsmith.seed.start import inductor_start
     from kernelsmith.suite.evolve_suite import evolve_suite
 
+    cfg = evolve_settings(flags)  # the paths checked, the config read
     try:
-        check_paths("dir", "suite directory", suite_dir)
-        check_paths("dir", "seeds directory", seeds)
-        check_paths("dir", "runs directory", runs_dir)
-        check_paths("file", "config file", config)
-        check_model(llm_base_url, model, config, mutator.value)
-        overrides = evolve_overrides(
-            llm_base_url, model, device, (eval_backend, ray_address, eval_url), iterations=iterations, workers=workers
-        )
-        cfg = evolve_config(config, overrides, mutator.value)
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
 
             def start(task, path, run_dir, say):  # a task with no seed: torch.compile's code, on CUDA
@@ -171,7 +163,7 @@ def evolve_suite_cmd(
                         suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view, write_run_report, derive
                     )
     except KeyboardInterrupt:
-        fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
+        fail(INTERRUPTED_SEARCH, 130)
     from kernelsmith.report.suite_report import SUITE_REPORT_NAME
 
     print_report(report, json_out, html or runs_dir / SUITE_REPORT_NAME, runs_dir)
