@@ -24,6 +24,18 @@ def ks(*args, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+def ks_here(*args) -> subprocess.CompletedProcess:
+    """`kernelsmith ARGS` in this process, through the app's own commands (typer's runner), as `ks` returns it:
+    for an error the command says before any worker starts, where a process of its own adds only its start.
+    What only a process shows (the entry point, main()'s usage errors) stays with `ks`."""
+    from typer.testing import CliRunner
+
+    from kernelsmith.cli.app import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
 def assert_usage_error(p: subprocess.CompletedProcess, *needles: str) -> None:
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     assert "Traceback" not in p.stderr + p.stdout

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 from conftest import REPO
-from test_cli import assert_usage_error, ks
+from test_cli import assert_usage_error, ks, ks_here
 
 SUITE_SOFTMAX = REPO / "examples/suite/softmax.py"
 
@@ -26,7 +26,7 @@ def test_bad_config_value_is_an_error_even_when_a_flag_overrides_it(tmp_path):
     _no_gpu()  # without the fix the run goes on to the backend: "no CUDA GPU", not the config error
     cfg = tmp_path / "bad.toml"
     cfg.write_text('iterations = "many"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -37,7 +37,6 @@ def test_bad_config_value_is_an_error_even_when_a_flag_overrides_it(tmp_path):
         "tune",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "bad.toml", "iterations")
 
@@ -66,7 +65,7 @@ def test_bad_max_body_names_the_flag():
 def test_bad_memory_limit_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[evaluation]\nmemory_limit = "lots"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -77,7 +76,6 @@ def test_bad_memory_limit_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "[evaluation] memory_limit", "bad size 'lots'")
 
@@ -195,7 +193,7 @@ def test_bench_of_a_folder_without_task_files_is_one_error_line(tmp_path):
 
 
 def test_llm_base_url_without_model_is_refused(tmp_path):
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--llm-base-url",
@@ -205,7 +203,6 @@ def test_llm_base_url_without_model_is_refused(tmp_path):
         "--quiet",
         "--run-dir",
         tmp_path / "run",
-        timeout=60,
     )
     assert_usage_error(p, "--llm-base-url needs --model")
     assert not (tmp_path / "run").exists()
@@ -215,7 +212,7 @@ def test_llm_base_url_with_models_in_the_config_is_not_refused(tmp_path):
     _no_gpu()  # stops at the backend ("no CUDA GPU"), past the model check
     cfg = tmp_path / "models.toml"
     cfg.write_text('[[llm.models]]\nname = "big-model"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--llm-base-url",
@@ -225,7 +222,6 @@ def test_llm_base_url_with_models_in_the_config_is_not_refused(tmp_path):
         "--quiet",
         "--run-dir",
         tmp_path / "run",
-        timeout=60,
     )
     assert_usage_error(p, "no CUDA GPU")
 
@@ -391,7 +387,7 @@ def test_memory_limit_out_of_range_names_the_flag(value, needle):
 def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "small.toml"
     cfg.write_text('[evaluation]\nmemory_limit = 123\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -402,7 +398,6 @@ def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "[evaluation] memory_limit", "below the least memory limit")
 
@@ -410,7 +405,7 @@ def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
 def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "tol.toml"
     cfg.write_text('[evaluation]\natol = -1.0\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -421,7 +416,6 @@ def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "evaluation.atol", "greater than or equal to 0")
 
