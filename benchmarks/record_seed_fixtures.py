@@ -10,7 +10,7 @@ attention-pattern and misc pattern passes are registered with CPU example tensor
 tensors at registration, which a fake CUDA device cannot), a convolution's output layout is
 cuDNN's rule as written below (the CPU build's C++ answers for a backend without cuDNN), the Model is
 traced under the fake mode, and `Tensor.copy_` skips its Python binding's CUDA device guard.
-On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device_seed.sh).
+On a GPU, `kernelsmith seed --record DIR` records the real thing (benchmarks/device/seed.sh).
 
 A fixture whose name ends in `_templates` is recorded as the seed step's second try compiles it
 (Inductor's Triton templates forced, kernelsmith/seed/inductor.py's TRITON_TEMPLATES); where Inductor

@@ -14,7 +14,7 @@ summary.json (over --done and this call's rows), records.tgz (Inductor's output 
 configs: fixtures for tests/cases/seed/), candidates.tgz (the seeds); machine.log is the caller's.
 
 Usage: python benchmarks/seed_kernelbench.py --kernelbench DIR --out OUT [--done ROWS.jsonl]
-(benchmarks/device_seed.sh runs it on the device machine).
+(benchmarks/device/seed.sh runs it on the device machine).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ docs/benchmarks.md, "Microsecond timing", says what each column means.
 First, while the machine is quiet, `kernelsmith eval examples/softmax/task.py
 examples/softmax/triton_softmax.py --json` three times in a row as subprocesses, as a user runs it (a
 fresh cache: the first run times the baselines, the others reuse them). Then, for each task/candidate
-pair of benchmarks/microsecond/, in this one process:
+pair of PLAN (a task file of benchmarks/microsecond/, one per operator, at the sizes and dtype the pair sets
+in it), in this one process:
 
 * --evals verdicts with the L2 flushed before every call (the default) and --warm-evals with
   l2="warm", through EvalPool(workers=1). Every verdict is given use_baseline_cache=False, so each one
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -52,7 +54,7 @@ from timing_table import table  # noqa: E402
 
 from kernelsmith.evaluate import EvalOptions, EvalPool, EvalResult  # noqa: E402
 from kernelsmith.task import Task  # noqa: E402
-from kernelsmith.task_sizes import small_source  # noqa: E402
+from kernelsmith.task_sizes import read_cpu_sizes, small_source  # noqa: E402
 
 MICRO = ROOT / "benchmarks" / "microsecond"
 KB = ROOT / "benchmarks" / "kernelbench"
@@ -70,44 +72,60 @@ class Pair:
     name: str
     task: Path
     candidate: Path
+    # The module-level constants this pair sets in its task file (an int, or source such as "torch.float32"):
+    # one file per operator, its sizes and dtypes here.
+    constants: dict[str, int | str] = field(default_factory=dict)
     # For task files that declare no CPU_SIZES (KernelBench's): the values the CPU run gives their sizes.
     cpu_sizes: dict[str, int] | None = None
 
     def task_source(self, device: str) -> str:
-        source = self.task.read_text(encoding="utf-8")
+        source = set_constants(self.task.read_text(encoding="utf-8"), self.constants)
         if device == "cuda":
             return source
-        if self.cpu_sizes:
-            source += f"\n\nCPU_SIZES = {self.cpu_sizes!r}\n"
+        cpu = self.cpu_sizes or read_cpu_sizes(source)
+        if cpu:  # a size set below the file's CPU size keeps its own value there too (one token stays one)
+            cpu = {k: min(v, c) if isinstance(c := self.constants.get(k), int) else v for k, v in cpu.items()}
+            source += f"\n\nCPU_SIZES = {cpu!r}\n"  # the last CPU_SIZES is the one read
         return small_source(source)
 
 
-def _micro(task: str, candidate: str) -> Pair:
-    return Pair("microsecond", task, MICRO / f"{task}.py", MICRO / f"{candidate}.py")
+def set_constants(source: str, values: dict[str, int | str]) -> str:
+    """`source` with each module-level `NAME = ...` line named in `values` set to its value."""
+    for name, value in values.items():
+        source, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, count=1, flags=re.M)
+        if n != 1:
+            raise ValueError(f"no module-level `{name} = ...` line to set")
+    return source
+
+
+def _micro(name: str, op: str, **constants: int | str) -> Pair:
+    """`name` (the table's), the task file benchmarks/microsecond/OP.py with `constants` set, OP_triton.py."""
+    return Pair("microsecond", name, MICRO / f"{op}.py", MICRO / f"{op}_triton.py", constants)
 
 
 def _kb(name: str, cpu_sizes: dict[str, int]) -> Pair:
     level1 = KB / "problems/level1"
-    return Pair("kernelbench", name, level1 / f"{name}.py", KB / "candidates/level1" / f"{name}.py", cpu_sizes)
+    return Pair("kernelbench", name, level1 / f"{name}.py", KB / "candidates/level1" / f"{name}.py", {}, cpu_sizes)
 
 
+F32, BF16 = "torch.float32", "torch.bfloat16"
 # In order of priority, since a deadline drops the last: the issue's two softmaxes, one of each kind of
 # kernel, KernelBench, then the other sizes and dtypes.
 PLAN = [
-    _micro("softmax_64x512_f32", "softmax_triton"),
-    _micro("softmax_4096x8192_f32", "softmax_triton"),
-    _micro("rmsnorm_1x4096_bf16", "rmsnorm_triton"),
-    _micro("gemv_1x4096_bf16", "gemv_triton"),
-    _micro("add_32x4096_bf16", "add_triton"),
-    _micro("gelu_4096x4096_f32", "gelu_triton"),
-    _micro("rmsnorm_32x4096_f32", "rmsnorm_triton"),
+    _micro("softmax_64x512_f32", "softmax", ROWS=64, COLS=512),
+    _micro("softmax_4096x8192_f32", "softmax", ROWS=4096, COLS=8192),
+    _micro("rmsnorm_1x4096_bf16", "rmsnorm", TOKENS=1, HIDDEN=4096, DTYPE=BF16),
+    _micro("gemv_1x4096_bf16", "gemv", BATCH=1, IN_FEATURES=4096),
+    _micro("add_32x4096_bf16", "add"),
+    _micro("gelu_4096x4096_f32", "gelu"),
+    _micro("rmsnorm_32x4096_f32", "rmsnorm", TOKENS=32, HIDDEN=4096, DTYPE=F32),
     _kb("19_ReLU", {"batch_size": 4, "dim": 300}),
     _kb("23_Softmax", {"batch_size": 4, "dim": 300}),
     _kb("36_RMSNorm_", {"batch_size": 2, "features": 4, "dim1": 6, "dim2": 7}),
-    _micro("silu_mul_32x14336_bf16", "silu_mul_triton"),
-    _micro("gemv_8x4096_bf16", "gemv_triton"),
-    _micro("rmsnorm_32x4096_bf16", "rmsnorm_triton"),
-    _micro("rmsnorm_1x4096_f32", "rmsnorm_triton"),
+    _micro("silu_mul_32x14336_bf16", "silu_mul"),
+    _micro("gemv_8x4096_bf16", "gemv", BATCH=8, IN_FEATURES=4096),
+    _micro("rmsnorm_32x4096_bf16", "rmsnorm", TOKENS=32, HIDDEN=4096, DTYPE=BF16),
+    _micro("rmsnorm_1x4096_f32", "rmsnorm", TOKENS=1, HIDDEN=4096, DTYPE=F32),
 ]
 # --quick: weights, bf16 and tl.dot (the most paths), and one KernelBench task.
 QUICK = ("rmsnorm_32x4096_bf16", "gemv_8x4096_bf16", "19_ReLU")
@@ -319,6 +337,7 @@ def run_pair(pool: Pool, report: Report, pair: Pair, args, workdir: Path) -> dic
     row: dict = {
         "kernel": pair.name,
         "task": str(pair.task.relative_to(ROOT)),
+        "constants": pair.constants,  # what the pair set in the task file (its sizes, its dtype)
         "candidate": str(pair.candidate.relative_to(ROOT)),
         "cold": summarize(cold),
         "warm": summarize(warm) if warm else None,

@@ -1,5 +1,5 @@
 """The operator rule and the judge's clock as pure functions, on kernel names and counts as the
-H200 reports them (benchmarks/results/probe_activity_h200_2026-12-03.log)."""
+H200 reports them (benchmarks/results/archive/probe_activity_h200_2026-12-03.log)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A patch a serving stack can run (issue 42): each kernel a PyTorch operator, a whole module's region
 served by swapping its forward, the other regions replaced on torch.compile's graph, the end-to-end
-check in each mode. CPU; what only a GPU shows (CUDA graphs, speed): benchmarks/device_patch_modes.sh."""
+check in each mode. CPU; what only a GPU shows (CUDA graphs, speed): benchmarks/device/patch_modes.sh."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`kernelsmith apply`'s times: the forward's device time read as `capture` reads it, on the CPU through
-a profiler whose events are a CUDA run's (FakeGpuProfile); what only a GPU shows: benchmarks/device_llama.sh."""
+a profiler whose events are a CUDA run's (FakeGpuProfile); what only a GPU shows: benchmarks/device/llama.sh."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from conftest import REPO
 
 from kernelsmith.errors import UserError
 from kernelsmith.suite import metrics
-from kernelsmith.suite.bench import BenchReport, TaskRow, discover, run_bench, scan_suite, summarize
+from kernelsmith.suite.bench import BenchReport, TaskRow, run_bench, scan_suite, summarize
 from kernelsmith.task import Task
 
 # -- metrics ------------------------------------------------------------------------------
@@ -182,12 +182,11 @@ def test_discovery_finds_tasks_and_levels(tmp_path, case):
         ("level2/3_rowsum.py", "level2"),
     ]
     assert scan.skipped == ["level1/__init__.py", "level1/broken.py", "level1/helpers.py"]
-    assert discover(root) == scan.tasks
     # the suite directory itself named levelN gives its level to every task
-    assert [t.level for t in discover(root / "level2")] == ["level2"]
-    assert discover(root / "extra")[0].level is None
+    assert [t.level for t in scan_suite(root / "level2").tasks] == ["level2"]
+    assert scan_suite(root / "extra").tasks[0].level is None
     with pytest.raises(UserError):
-        discover(tmp_path / "nowhere")
+        scan_suite(tmp_path / "nowhere")
 
 
 # -- a real CPU run -------------------------------------------------------------------------
@@ -365,7 +364,7 @@ def test_two_task_files_of_one_name_get_distinct_names(tmp_path, case):
     for folder, task_case in (("a", "rowsum_task"), ("b", "elementwise_task")):
         _copy(case(task_case), suite / folder / "task.py")
         _copy(case("rowsum_triton"), seeds / folder / "task.py")
-    assert [st.name for st in discover(suite)] == ["a/task", "b/task"]
+    assert [st.name for st in scan_suite(suite).tasks] == ["a/task", "b/task"]
     backend = RecordingBackend()
     run_bench(suite, seeds, backend)
     assert [task.name for task, _ in backend.submitted] == ["a/task", "b/task"]

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 from conftest import REPO
-from test_cli import assert_usage_error, ks
+from test_cli import assert_usage_error, ks, ks_here
 
 SUITE_SOFTMAX = REPO / "examples/suite/softmax.py"
 
@@ -26,7 +26,7 @@ def test_bad_config_value_is_an_error_even_when_a_flag_overrides_it(tmp_path):
     _no_gpu()  # without the fix the run goes on to the backend: "no CUDA GPU", not the config error
     cfg = tmp_path / "bad.toml"
     cfg.write_text('iterations = "many"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -37,7 +37,6 @@ def test_bad_config_value_is_an_error_even_when_a_flag_overrides_it(tmp_path):
         "tune",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "bad.toml", "iterations")
 
@@ -66,7 +65,7 @@ def test_bad_max_body_names_the_flag():
 def test_bad_memory_limit_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[evaluation]\nmemory_limit = "lots"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -77,7 +76,6 @@ def test_bad_memory_limit_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "[evaluation] memory_limit", "bad size 'lots'")
 
@@ -195,7 +193,7 @@ def test_bench_of_a_folder_without_task_files_is_one_error_line(tmp_path):
 
 
 def test_llm_base_url_without_model_is_refused(tmp_path):
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--llm-base-url",
@@ -205,7 +203,6 @@ def test_llm_base_url_without_model_is_refused(tmp_path):
         "--quiet",
         "--run-dir",
         tmp_path / "run",
-        timeout=60,
     )
     assert_usage_error(p, "--llm-base-url needs --model")
     assert not (tmp_path / "run").exists()
@@ -215,7 +212,7 @@ def test_llm_base_url_with_models_in_the_config_is_not_refused(tmp_path):
     _no_gpu()  # stops at the backend ("no CUDA GPU"), past the model check
     cfg = tmp_path / "models.toml"
     cfg.write_text('[[llm.models]]\nname = "big-model"\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--llm-base-url",
@@ -225,7 +222,6 @@ def test_llm_base_url_with_models_in_the_config_is_not_refused(tmp_path):
         "--quiet",
         "--run-dir",
         tmp_path / "run",
-        timeout=60,
     )
     assert_usage_error(p, "no CUDA GPU")
 
@@ -267,13 +263,15 @@ def test_evolve_help_shows_choices_and_defaults():
     assert "[default: llm]" in out and "[default: 40]" in out
 
 
-# ---- 13: every command line in the README names subcommands and flags that exist
+# ---- 13: every command line in the README and the docs names subcommands and flags that exist
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def _readme_commands() -> list[list[str]]:
-    """The `kernelsmith ...` lines of the README's code blocks, continuation lines joined, comments cut."""
+def _readme_commands(doc=REPO / "README.md") -> list[list[str]]:
+    """The `kernelsmith ...` lines of a page's code blocks (the README's), continuation lines joined, comments cut."""
     blocks, inside = [[]], False
-    for line in (REPO / "README.md").read_text().splitlines():
+    for line in doc.read_text().splitlines():
         if line.lstrip().startswith("```"):
             inside = not inside
             blocks.append([])
@@ -292,35 +290,34 @@ def _params(command) -> set[str]:
     return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
 
 
-def test_readme_commands_name_real_subcommands_and_flags():
+def test_readme_and_docs_commands_name_real_subcommands_and_flags():
     import typer
 
     from kernelsmith.cli.app import app
 
-    commands = _readme_commands()
-    assert len(commands) >= 15, commands
+    assert len(_readme_commands()) >= 15
     root = typer.main.get_command(app)
-    for words in commands:
+    for doc, words in ((page, words) for page in DOCS for words in _readme_commands(page)):
         command, i = root, 0
         while hasattr(command, "commands") and i < len(words) and not words[i].startswith("-"):
-            assert words[i] in command.commands, f"README: kernelsmith {' '.join(words)}: no subcommand {words[i]}"
+            assert words[i] in command.commands, f"{doc.name}: kernelsmith {' '.join(words)}: no subcommand {words[i]}"
             command, i = command.commands[words[i]], i + 1
         for word in words[i:]:
             flag = word.strip("[]").split("=", 1)[0]
             if flag.startswith("--") or flag == "-h":
                 assert flag in _params(command) | {"--help", "-h"}, (
-                    f"README: kernelsmith {' '.join(words)}: {flag} is not a flag of {command.name}"
+                    f"{doc.name}: kernelsmith {' '.join(words)}: {flag} is not a flag of {command.name}"
                 )
 
 
-def test_readme_paths_under_examples_exist():
-    """A path the README names under examples/ is bundled, so the command runs as written (an ENTRY or a seed
-    function, `file.py:name`, by its file)."""
-    for words in _readme_commands():
+def test_readme_and_docs_paths_under_examples_exist():
+    """A path a command of the README or the docs names under examples/ is bundled, so the command runs as
+    written (an ENTRY or a seed function, `file.py:name`, by its file)."""
+    for doc, words in ((page, words) for page in DOCS for words in _readme_commands(page)):
         for word in words:
             if word.startswith("examples/"):
                 path = word.split(":", 1)[0]
-                assert (REPO / path).exists(), f"README: kernelsmith {' '.join(words)}: {path} is not bundled"
+                assert (REPO / path).exists(), f"{doc.name}: kernelsmith {' '.join(words)}: {path} is not bundled"
 
 
 def test_readme_data_sft_example_runs(tmp_path):
@@ -359,7 +356,7 @@ def _broken_tables(text: str) -> list[str]:
 
 def test_markdown_tables_are_whole():
     assert _broken_tables("| a | b |\n| --- | --- |\n| 1 | 2 |\n\ntext\n| 3 | 4 |\n") == ["| 3 | 4 |"]
-    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+    for doc in [*DOCS, REPO / "benchmarks/README.md"]:
         assert _broken_tables(doc.read_text()) == [], doc.name
 
 
@@ -391,7 +388,7 @@ def test_memory_limit_out_of_range_names_the_flag(value, needle):
 def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "small.toml"
     cfg.write_text('[evaluation]\nmemory_limit = 123\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -402,7 +399,6 @@ def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "[evaluation] memory_limit", "below the least memory limit")
 
@@ -410,7 +406,7 @@ def test_memory_limit_out_of_range_in_the_config_names_the_setting(tmp_path):
 def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
     cfg = tmp_path / "tol.toml"
     cfg.write_text('[evaluation]\natol = -1.0\n')
-    p = ks(
+    p = ks_here(
         "evolve",
         SUITE_SOFTMAX,
         "--config",
@@ -421,7 +417,6 @@ def test_negative_tolerance_in_the_config_names_the_setting(tmp_path):
         "cpu",
         "--run-dir",
         tmp_path / "run",
-        timeout=120,
     )
     assert_usage_error(p, "evaluation.atol", "greater than or equal to 0")
 

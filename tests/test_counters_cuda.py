@@ -1,4 +1,4 @@
-"""The counters stage on a GPU (Nsight Compute): run on the H200 by benchmarks/device_eval.sh.
+"""The counters stage on a GPU (Nsight Compute): run on the H200 by benchmarks/device/eval.sh.
 
 KernelBench level1 19_ReLU moves 2 x 4096 x 393216 fp32 values once: the DRAM bytes ncu counts
 must match that within 5%, the profiled process must be contained, and the verdict's timing is

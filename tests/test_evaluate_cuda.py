@@ -1,6 +1,6 @@
 """CUDA paths of the evaluator (CUDA IPC transfer, CUDA-event timing, the compile baseline).
 
-Skipped without a GPU; run on the H200 by benchmarks/device_eval.sh (`pytest -m cuda`).
+Skipped without a GPU; run on the H200 by benchmarks/device/eval.sh (`pytest -m cuda`).
 """
 
 from __future__ import annotations

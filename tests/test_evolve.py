@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, case_path
+from test_cli import ks_here
 
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.config import load_config
@@ -252,7 +253,7 @@ def test_bad_key_is_one_line(tmp_path):
 def test_bad_config_is_one_line(tmp_path, text, needle):
     cfg = tmp_path / "evolve.toml"
     cfg.write_text(text)
-    p = ks(*evolve_args("http://127.0.0.1:9/v1", tmp_path / "run", "--config", cfg), timeout=120)
+    p = ks_here(*evolve_args("http://127.0.0.1:9/v1", tmp_path / "run", "--config", cfg))  # no worker starts
     one_line_error(p, needle)
 
 

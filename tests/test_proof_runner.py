@@ -20,7 +20,7 @@ import proof  # noqa: E402
 import proof_core as core  # noqa: E402
 import proof_kb  # noqa: E402
 from apply_summary import summary_lines  # noqa: E402
-from proof_steps import Step  # noqa: E402
+from proof_steps import SCRIPTS, Step  # noqa: E402
 
 
 class Clock:
@@ -237,3 +237,15 @@ def test_apply_summary_names_each_mode_and_the_prediction():
     assert lines[0] == "gpt2: kernels applied: norm 1.5x" and "gelu (slower)" in lines[1]
     assert "2x; predicted 1.1x (1-1.2) over 30.0%" in lines[3]
     assert "outputs differ: output 0, graph breaks 1 (unpatched 0)" in lines[4]
+
+
+def test_every_script_the_steps_and_device_scripts_run_is_in_the_tree():
+    """A step runs its script by path from the repo root, and so does a device script the scripts it calls:
+    one moved without its caller fails the device call, not a test on the CPU."""
+    import re
+
+    repo = DEVICE.parents[1]
+    named = list(SCRIPTS)
+    for script in DEVICE.glob("*.sh"):
+        named += re.findall(r"\bbenchmarks/[\w/.-]+\.(?:py|sh)\b", script.read_text())
+    assert [path for path in named if not (repo / path).exists()] == []

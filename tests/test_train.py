@@ -371,8 +371,10 @@ def test_grpo_step_runs_with_the_real_reward(tiny_model, tmp_path, cpu_pool):
 
 
 def run_train_cli(*args: str) -> subprocess.CompletedProcess:
-    code = "from kernelsmith.cli.train import train_app; train_app()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    """`kernelsmith train ARGS`, in this process: the errors below come before any training starts."""
+    from test_cli import ks_here
+
+    return ks_here("train", *args)
 
 
 def test_cli_missing_model_is_one_error_line(tmp_path):

@@ -4,7 +4,7 @@ speedup, and the prediction from the kernels' verdicts where capture measured th
 
     python3 benchmarks/device/apply_summary.py APPLY_JSON LABEL     # e.g. LABEL "batch 32"
 
-Used by benchmarks/device_patch_modes.sh and the proof's model steps (benchmarks/device/proof_models.py).
+Used by benchmarks/device/patch_modes.sh and the proof's model steps (benchmarks/device/proof_models.py).
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from proof_core import REPO, Ctx, Outcome, merge_rows, read_rows, rows_left, run
 sys.path.insert(0, str(REPO / "benchmarks"))
 import seed_kernelbench  # noqa: E402  (benchmarks/ is no package)
 
+SEED_PY = "benchmarks/seed_kernelbench.py"  # run from the repo root
+
 LEVELS = ["level1", "level2"]
 TUNE_ITERATIONS = 20
 TUNE_FIRST_ESTIMATE = 240.0  # seconds one problem's tuning is taken to need before one has run
@@ -69,7 +71,7 @@ def seeds(ctx: Ctx) -> Outcome:
     cpus = ctx.machine.get("cpus") or 2
     cmd = [
         ctx.python,
-        "benchmarks/seed_kernelbench.py",
+        SEED_PY,
         "--kernelbench",
         str(problems(ctx)),
         "--out",

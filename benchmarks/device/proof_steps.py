@@ -1,7 +1,7 @@
 """The proof's steps, in priority order (STEPS), and those that run an existing device script whole:
-the gate (benchmarks/device_eval.sh, one phase each), the Llama decode step
-(benchmarks/device_patch_modes.sh, one batch each) and issue 28's microsecond table
-(benchmarks/device_timing.sh). The models (proof_models.py) and KernelBench (proof_kb.py) steps are
+the gate (benchmarks/device/eval.sh, one phase each), the Llama decode step
+(benchmarks/device/patch_modes.sh, one batch each) and issue 28's microsecond table
+(benchmarks/device/timing.sh). The models (proof_models.py) and KernelBench (proof_kb.py) steps are
 written here in Python. Each step's run(ctx) writes its files under ctx.step_out(name) and returns an
 Outcome; a dry run (ctx.dry_run, on the CPU) runs what the CPU can at tiny sizes or says why not.
 """
@@ -19,6 +19,13 @@ import proof_models
 from proof_core import Ctx, Outcome, copy_text, run_logged, tail
 
 KEEP = 25.0  # seconds a script's step leaves for the driver after the script is killed
+
+# The scripts the steps run, from the repo root (tests/test_proof_runner.py checks that each is there).
+GATE_SH = "benchmarks/device/eval.sh"
+PATCH_MODES_SH = "benchmarks/device/patch_modes.sh"
+TIMING_SH = "benchmarks/device/timing.sh"
+TIMING_PY = "benchmarks/timing_gpu.py"  # what timing.sh runs; a dry run calls it directly, on the CPU
+SCRIPTS = (GATE_SH, PATCH_MODES_SH, TIMING_SH, TIMING_PY, proof_kb.SEED_PY, proof_models.MODELS_FILE)
 
 
 @dataclass
@@ -55,7 +62,7 @@ def gate_pytest(ctx: Ctx) -> Outcome:
         return skip
     work, out = ctx.step_work("gate-pytest"), ctx.step_out("gate-pytest")
     ran = run_logged(
-        ["bash", "benchmarks/device_eval.sh"],
+        ["bash", GATE_SH],
         work / "run.log",
         ctx.left() - KEEP,
         ctx.env(KS_GATE_PHASE="pytest", OUT=str(work)),
@@ -64,7 +71,7 @@ def gate_pytest(ctx: Ctx) -> Outcome:
     log = (out / "pytest_cuda.log").read_text() if (out / "pytest_cuda.log").is_file() else ""
     counts = _last_match(log, r"^=*\s*(\d+ (?:passed|failed).*?)(?: in [\d.]+s.*)?=*$") or "no result line"
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", log, flags=re.M)
-    body = f"`pytest -m cuda` (benchmarks/device_eval.sh, KS_GATE_PHASE=pytest): **{counts}**\n"
+    body = f"`pytest -m cuda` ({GATE_SH}, KS_GATE_PHASE=pytest): **{counts}**\n"
     body += "".join(f"- {f}\n" for f in failed)
     return Outcome(script_status(ran.rc), f"pytest -m cuda: {counts}", body)
 
@@ -74,7 +81,7 @@ def gate_verdicts(ctx: Ctx) -> Outcome:
         return skip
     work, out = ctx.step_work("gate-verdicts"), ctx.step_out("gate-verdicts")
     ran = run_logged(
-        ["bash", "benchmarks/device_eval.sh"],
+        ["bash", GATE_SH],
         work / "run.log",
         ctx.left() - KEEP,
         ctx.env(KS_GATE_PHASE="gate", OUT=str(work)),
@@ -86,7 +93,7 @@ def gate_verdicts(ctx: Ctx) -> Outcome:
     gate = (out / "gate.log").read_text() if (out / "gate.log").is_file() else ""
     verdict = _last_match(gate, r"^gate: (.*)$") or "no gate line (see gate.log)"
     bad = [ln.strip() for ln in gate.splitlines() if ln.strip() and not ln.startswith(("ok ", "median", "gate:"))]
-    body = f"The verdict gate (benchmarks/redteam_cuda.py, red-team and KernelBench cases): **{verdict}**\n"
+    body = f"The verdict gate (benchmarks/device/redteam_cuda.py, red-team and KernelBench cases): **{verdict}**\n"
     body += "".join(f"- `{ln[:160]}`\n" for ln in bad[:12])
     body += f"\nDoctor (`checkup('cuda')`): {_doctor(out / 'doctor.log')}\n"
     return Outcome(script_status(ran.rc), f"gate: {verdict}", body)
@@ -118,7 +125,7 @@ def llama(batch: int) -> Callable[[Ctx], Outcome]:
         work, out = ctx.step_work(name), ctx.step_out(name)
         limit = ctx.left() - KEEP
         env = ctx.env(OUT=str(work), DEADLINE=str(int(limit - 10)), TUNE_LIMIT="60")
-        ran = run_logged(["bash", "benchmarks/device_patch_modes.sh", str(batch)], out / "run.log", limit, env)
+        ran = run_logged(["bash", PATCH_MODES_SH, str(batch)], out / "run.log", limit, env)
         logs = [work / f"{k}_b{batch}.log" for k in ("capture", "tune", "apply")]
         (out / "steps.log").write_text(
             "".join(f"## {p.name}\n{p.read_text(errors='replace')}\n" for p in logs if p.is_file())
@@ -128,7 +135,7 @@ def llama(batch: int) -> Callable[[Ctx], Outcome]:
         summary = tail(work / f"summary_b{batch}.log", 40) or "apply wrote no summary (see run.log)"
         tune = tail(work / f"tune_b{batch}.log", 20)
         body = (
-            f"`benchmarks/device_patch_modes.sh {batch}` (ITERS=6, REPS=20, MIN=1, modes eager, compile, graphs; "
+            f"`benchmarks/device/patch_modes.sh {batch}` (ITERS=6, REPS=20, MIN=1, modes eager, compile, graphs; "
             f"TUNE_LIMIT=60 s per seed):\n\n```\n{summary}\n```\n\n"
             f"Tuning (each seed's last lines):\n\n```\n{tune}\n```\n"
         )
@@ -142,7 +149,7 @@ def llama(batch: int) -> Callable[[Ctx], Outcome]:
 
 
 def timing(ctx: Ctx) -> Outcome:
-    """benchmarks/device_timing.sh as the call's time allows; the kernels its deadline skipped run in the
+    """benchmarks/device/timing.sh as the call's time allows; the kernels its deadline skipped run in the
     next call (`--only` them, without the CLI runs), as part 2, 3, ...: each part's files carry its number."""
     work, out, before = ctx.step_work("timing"), ctx.step_out("timing"), ctx.step_results("timing")
     parts = sorted(before.glob("timing_gpu_part*.json"))
@@ -151,9 +158,9 @@ def timing(ctx: Ctx) -> Outcome:
         only = [s["kernel"] for s in json.loads(parts[-1].read_text()).get("skipped", [])]
     limit = ctx.left() - KEEP
     if ctx.dry_run:
-        cmd = [ctx.python, "benchmarks/timing_gpu.py", "--device", "cpu", "--quick", "--out", str(work)]
+        cmd = [ctx.python, TIMING_PY, "--device", "cpu", "--quick", "--out", str(work)]
     else:
-        cmd = ["bash", "benchmarks/device_timing.sh", "--deadline", str(int(limit - 70))]
+        cmd = ["bash", TIMING_SH, "--deadline", str(int(limit - 70))]
     cmd += ["--only", ",".join(only), "--no-cli"] if only else []
     ran = run_logged(cmd, out / f"run_part{part}.log", limit, ctx.env(OUT=str(work)))
     for src, dst in (("timing_gpu.json", "timing_gpu"), ("verdicts.jsonl", "verdicts"), ("table.txt", "table")):
@@ -172,7 +179,7 @@ def timing(ctx: Ctx) -> Outcome:
 
 def _timing_body(before: Path, out: Path, part: int) -> str:
     """Every part's table so far, each under the card and date it was measured on."""
-    what = "`bash benchmarks/device_timing.sh` (benchmarks/timing_gpu.py; a part after the first: the kernels the "
+    what = "`bash benchmarks/device/timing.sh` (benchmarks/timing_gpu.py; a part after the first: the kernels the "
     what += "deadline skipped, `--only` them, no CLI runs)"
     body = [what + "\n"]
     for n in range(1, part + 1):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # KernelBench's level-1 and level-2 problems (MIT, see LICENSE here) into the ignored .kernelbench/
 # at the commit the vendored files come from (SOURCE.md), for benchmarks that run them all
-# (benchmarks/device_seed.sh) and must carry them to a machine without network.
+# (benchmarks/device/seed.sh) and must carry them to a machine without network.
 # Usage (repo root): bash benchmarks/kernelbench/fetch_problems.sh [KERNELBENCH_GIT_DIR]  (a clone or a bare mirror)
 # Without an argument it clones https://github.com/ScalingIntelligence/KernelBench (network).
 set -euo pipefail

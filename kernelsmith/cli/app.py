@@ -1,17 +1,21 @@
 """The `kernelsmith` command (also `python -m kernelsmith`): the typer app, its commands in the order
 `--help` lists them, and `main`. Each command lives in the module of its group; common.py holds what
-they share."""
+they share. A command raises UserError for what a user caused; here, where the commands are registered,
+each is wrapped once so that such an error is one line and its exit code (the one error path)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from kernelsmith.cli.cache import cache_app
 from kernelsmith.cli.capture import apply_cmd, capture_cmd
-from kernelsmith.cli.common import print_error
+from kernelsmith.cli.common import fail, print_error
 from kernelsmith.cli.data import data_app
 from kernelsmith.cli.doctor import doctor_cmd
 from kernelsmith.cli.eval import eval_cmd
@@ -77,6 +81,32 @@ app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with Lo
 app.add_typer(cache_app, name="cache", help="The baseline cache: list the reference's stored times, clear them.")
 
 
+def _reported(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command`, with a UserError it raises said as one `error:` line and its exit code (`fail`)."""
+
+    @functools.wraps(command)  # typer reads the parameters through __wrapped__
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            fail(str(exc), exc.exit_code)
+
+    return run
+
+
+def _report_user_errors(group: typer.Typer) -> None:
+    """Wrap every command of `group` and of its subgroups in `_reported`, once."""
+    for info in group.registered_commands:
+        if info.callback is not None:
+            info.callback = _reported(info.callback)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _report_user_errors(sub.typer_instance)
+
+
+_report_user_errors(app)
+
+
 def main() -> None:
     """Run the app; a usage error (bad flag, bad choice, missing argument) is one `error:` line and
     exit 2, like every other error the user can cause, not click's or rich's box."""
@@ -103,7 +133,4 @@ def main() -> None:
     except typer.Abort:  # end of input at a prompt
         print_error("aborted")
         sys.exit(1)
-    except UserError as exc:
-        print_error(str(exc))
-        sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

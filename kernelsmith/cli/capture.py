@@ -11,9 +11,8 @@ import typer
 from rich.table import Table
 
 from kernelsmith.apply.options import ApplyOptions
-from kernelsmith.cli.common import check_paths, console, fail, shown
+from kernelsmith.cli.common import check_paths, console, shown
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import counted
 
 _APPLY = ApplyOptions.model_fields  # apply's defaults, defined once there
@@ -55,11 +54,7 @@ def capture_cmd(
     median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.run import capture
 
-    try:
-        done = capture(entry, out, device.value, top, min_share, forwards)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
-        return
+    done = capture(entry, out, device.value, top, min_share, forwards)
     wall, profiled = done.wall_ms, done.profiled_us
     assert wall is not None and profiled is not None
     table = Table(
@@ -138,22 +133,18 @@ def apply_cmd(
 
     check_paths("dir", "RUN_DIR", *run_dirs)
     check_paths("dir", "--capture", capture_dir)
-    try:
-        importable(out)  # the patch is a package: `import NAME`
-        options = ApplyOptions(
-            device=device.value if device else None,
-            check=check,
-            reps=reps,
-            atol=atol,
-            rtol=rtol,
-            min_speedup=min_speedup,
-            accept_slower=accept_slower.value,
-            modes=tuple(dict.fromkeys(m.value for m in modes)),
-        )
-        done = apply_runs(run_dirs, capture_dir, out, options)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
-        return
+    importable(out)  # the patch is a package: `import NAME`
+    options = ApplyOptions(
+        device=device.value if device else None,
+        check=check,
+        reps=reps,
+        atol=atol,
+        rtol=rtol,
+        min_speedup=min_speedup,
+        accept_slower=accept_slower.value,
+        modes=tuple(dict.fromkeys(m.value for m in modes)),
+    )
+    done = apply_runs(run_dirs, capture_dir, out, options)
     console.print(_kernels_table(done))
     if done.e2e is None:
         console.print("end-to-end check skipped (--no-check)")

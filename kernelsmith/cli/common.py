@@ -3,10 +3,9 @@ can cause (one line, a non-zero exit), and the flags and option plumbing several
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -63,18 +62,11 @@ def note_full_size(task, path: Path, device: str) -> bool:
     return full
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One `error:` line on stderr and exit `code`. Commands raise UserError for what a user caused; the app
+    turns it into this where it registers them (app.py), so a command calls `fail` only for what is not one."""
     print_error(message)
     raise typer.Exit(code)
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """A UserError raised inside becomes `fail(...)` with its exit code."""
-    try:
-        yield
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
 
 
 def size_flag(text: str, flag: str, minimum: int = 1) -> int:
@@ -157,11 +149,42 @@ class Mutator(str, Enum):
     tune = "tune"
 
 
-def evolve_overrides(
-    llm_base_url: str | None, model: str | None, device: Device | None, backend: tuple = (None, None, None), **simple
-) -> dict:
-    """The config fields the flags of evolve and evolve-suite set (a flag left out leaves the config
-    file's value). `backend`: the --eval-backend, --ray-address and --eval-url flags."""
+# evolve and evolve-suite: what they say when a search is interrupted (Ctrl-C)
+INTERRUPTED_SEARCH = "interrupted; every evaluated program is stored: run the same command again to resume"
+
+
+# The flags of evolve and evolve-suite that set a config field of the same name.
+_SEARCH_FLAGS = ("iterations", "max_cost", "max_tokens", "time_limit", "early_stop", "workers")
+# Their path flags: what each must be, and its name in a message.
+_SEARCH_PATHS = {
+    "task": ("file", "task file"),
+    "seed": ("file", "seed file"),
+    "run_dir": ("dir", "run directory"),
+    "suite_dir": ("dir", "suite directory"),
+    "seeds": ("dir", "seeds directory"),
+    "runs_dir": ("dir", "runs directory"),
+    "config": ("file", "config file"),
+}
+
+
+def evolve_settings(flags: dict):
+    """The set-up evolve and evolve-suite share, from the command's flags by name (its `locals()` at the
+    start, as optimize reads its own): its paths checked, the config file with the flags set over it (a flag
+    left out leaves the file's value), and an endpoint without a model refused before the first call."""
+    from kernelsmith.evolve.run import evolve_config
+
+    for name, (kind, what) in _SEARCH_PATHS.items():
+        if name in flags:
+            check_paths(kind, what, flags[name])
+    config, mutator, url, model = flags["config"], flags["mutator"].value, flags["llm_base_url"], flags["model"]
+    _check_model(url, model, config, mutator)
+    backend = (flags["eval_backend"], flags["ray_address"], flags["eval_url"])
+    simple = {name: flags[name] for name in _SEARCH_FLAGS if name in flags}
+    return evolve_config(config, _overrides(url, model, flags["device"], backend, **simple), mutator)
+
+
+def _overrides(llm_base_url: str | None, model: str | None, device: Device | None, backend: tuple, **simple) -> dict:
+    """The config fields the flags set."""
     from kernelsmith.evaluate.backends import backend_overrides
 
     overrides: dict = {k: v for k, v in simple.items() if v is not None}
@@ -178,7 +201,7 @@ def evolve_overrides(
     return overrides
 
 
-def check_model(llm_base_url: str | None, model: str | None, config: Path | None, mutator: str) -> None:
+def _check_model(llm_base_url: str | None, model: str | None, config: Path | None, mutator: str) -> None:
     """An endpoint without a model would send every request for the placeholder model "default":
     refuse before the first call, unless the config file names the models."""
     from kernelsmith.evolve.config import read_config_file

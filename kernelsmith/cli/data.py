@@ -8,8 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import check_paths, console, fail, shown
-from kernelsmith.errors import UserError
+from kernelsmith.cli.common import check_paths, console, shown
 from kernelsmith.progress import counted
 
 data_app = typer.Typer(
@@ -106,12 +105,9 @@ def sft_cmd(
     from kernelsmith.data.jsonl import write_jsonl
     from kernelsmith.data.sft import build_sft
 
-    try:
-        check_paths("dir", "run directory", *run_dirs)
-        result = build_sft(run_dirs, min_gain=min_gain, max_per_task=max_per_task, exclude=_exclusions(exclude_tasks))
-        write_jsonl(result.rows, out)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    check_paths("dir", "run directory", *run_dirs)
+    result = build_sft(run_dirs, min_gain=min_gain, max_per_task=max_per_task, exclude=_exclusions(exclude_tasks))
+    write_jsonl(result.rows, out)
     console.print(sft_table(result, out))
 
 
@@ -121,10 +117,7 @@ def rl_cmd(run_dirs: list[Path] = _RUN_DIRS, out: Path = _OUT, exclude_tasks: Pa
     from kernelsmith.data.jsonl import write_jsonl
     from kernelsmith.data.rl import build_rl
 
-    try:
-        check_paths("dir", "run directory", *run_dirs)
-        result = build_rl(run_dirs, exclude=_exclusions(exclude_tasks))
-        write_jsonl(result.rows, out)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    check_paths("dir", "run directory", *run_dirs)
+    result = build_rl(run_dirs, exclude=_exclusions(exclude_tasks))
+    write_jsonl(result.rows, out)
     console.print(rl_table(result, out))

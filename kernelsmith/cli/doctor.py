@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import console, fail
+from kernelsmith.cli.common import console
 from kernelsmith.device import NO_CUDA_GPU, Device
 from kernelsmith.errors import UserError
 
@@ -22,12 +22,9 @@ def doctor_cmd(
     from kernelsmith.evaluate.sandboxing import containment
     from kernelsmith.evaluate.sandboxing.doctor import checkup
 
-    try:
-        if device is Device.cuda and not visible_gpus():  # as EvalPool says it for every other command
-            raise UserError(NO_CUDA_GPU)
-        found = checkup(device.value)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    if device is Device.cuda and not visible_gpus():  # as EvalPool says it for every other command
+        raise UserError(NO_CUDA_GPU)
+    found = checkup(device.value)
     claims, live = found.plan.guarantees(), found.live_holds()
     ok = all(why is None for why in claims.values()) and all(v is not False for v in live.values())
     if json_out:

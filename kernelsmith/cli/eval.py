@@ -11,13 +11,11 @@ from kernelsmith.cli.common import (
     check_paths,
     console,
     eval_defaults,
-    fail,
     note_full_size,
     options_or_fail,
     print_note,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 
 
 def print_result(result, task_name: str, candidate_name: str, profiled: bool = False) -> None:
@@ -64,27 +62,24 @@ def eval_cmd(
     from kernelsmith.evaluate import EvalOptions, evaluate
     from kernelsmith.task_sizes import load_task
 
-    try:
-        check_paths("file", "task file", task)
-        check_paths("file", "candidate file", candidate)
-        t = load_task(task, small)  # as evolve and bench read it
-        full_size = note_full_size(t, task, device.value)
-        c = Candidate.from_file(candidate)
-        opts = options_or_fail(
-            EvalOptions,
-            device=device.value,
-            timeout=timeout,
-            build_timeout=build_timeout,
-            memory_limit=memory_limit,
-            trials=trials,
-            compile_baseline=compile_baseline,
-            use_baseline_cache=cache,
-            l2=l2,
-            torch_ops=torch_ops,
-        )
-        result = evaluate(t, c, opts, profile_timeout=profile_timeout if profile else None)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    check_paths("file", "task file", task)
+    check_paths("file", "candidate file", candidate)
+    t = load_task(task, small)  # as evolve and bench read it
+    full_size = note_full_size(t, task, device.value)
+    c = Candidate.from_file(candidate)
+    opts = options_or_fail(
+        EvalOptions,
+        device=device.value,
+        timeout=timeout,
+        build_timeout=build_timeout,
+        memory_limit=memory_limit,
+        trials=trials,
+        compile_baseline=compile_baseline,
+        use_baseline_cache=cache,
+        l2=l2,
+        torch_ops=torch_ops,
+    )
+    result = evaluate(t, c, opts, profile_timeout=profile_timeout if profile else None)
     if json_out:
         from kernelsmith.cli.eval_record import verdict_record
 

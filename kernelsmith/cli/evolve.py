@@ -12,18 +12,16 @@ from kernelsmith.cli.common import (
     EVAL_BACKEND,
     EVAL_URL,
     INDUCTOR_SEED,
+    INTERRUPTED_SEARCH,
     RAY_ADDRESS,
     EvalBackendKind,
     Mutator,
-    check_model,
-    check_paths,
     console,
-    evolve_overrides,
+    evolve_settings,
     fail,
     note_full_size,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
 
@@ -85,44 +83,26 @@ def evolve_cmd(
     json_out: bool = typer.Option(False, "--json", help="print summary.json's content on the last line"),
 ) -> None:
     """Evolve a fast Triton kernel for TASK with an LLM or the tuner; every program goes into RUN_DIR."""
+    flags = dict(locals())  # every flag by its name, for evolve_settings
     from kernelsmith.candidate import Candidate
-    from kernelsmith.evolve.run import check_resume, default_run_dir, evolve_config
+    from kernelsmith.evolve.run import check_resume, default_run_dir
     from kernelsmith.task_sizes import load_task
 
+    cfg = evolve_settings(flags)  # the paths checked, the config read
+    t = load_task(task, small)
+    seed_code = Candidate.from_file(seed).source if seed else None
+    run_dir = run_dir or default_run_dir(task)
+    check_resume(t, run_dir)  # a run of the task at the other size: that error alone, not the note first
+    note_full_size(t, task, cfg.evaluation.device)
     try:
-        check_paths("file", "task file", task)
-        check_paths("file", "seed file", seed)
-        check_paths("file", "config file", config)
-        check_paths("dir", "run directory", run_dir)
-        check_model(llm_base_url, model, config, mutator.value)
-        overrides = evolve_overrides(
-            llm_base_url,
-            model,
-            device,
-            (eval_backend, ray_address, eval_url),
-            iterations=iterations,
-            max_cost=max_cost,
-            max_tokens=max_tokens,
-            time_limit=time_limit,
-            early_stop=early_stop,
-            workers=workers,
-        )
-        t = load_task(task, small)
-        seed_code = Candidate.from_file(seed).source if seed else None
-        cfg = evolve_config(config, overrides, mutator.value)
-        run_dir = run_dir or default_run_dir(task)
-        check_resume(t, run_dir)  # a run of the task at the other size: that error alone, not the note first
-        note_full_size(t, task, cfg.evaluation.device)
         summary = _search(
             t, task, seed_code, cfg, run_dir, mutator.value, inductor_seed and not small, quiet or json_out
         )
         if quiet and not json_out:  # no progress, but where the results went
             where = f"best: {run_dir / 'best.py'}" if summary.get("best") else "no correct program"
             console.print(escape(f"{where}; summary: {run_dir / 'summary.json'}"), highlight=False, soft_wrap=True)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
+        fail(INTERRUPTED_SEARCH, 130)
     if json_out:
         import json
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kernelsmith.cli.common import console, shown, user_errors
+from kernelsmith.cli.common import console, shown
 
 
 def import_fib_cmd(
@@ -21,13 +21,12 @@ def import_fib_cmd(
 ) -> None:
     """Turn a flashinfer-trace dataset's Definitions and Workloads into tasks (one per workload) and its
     Solutions into candidates that `kernelsmith eval` judges as any other."""
-    with user_errors():
-        from kernelsmith.fib import require
+    from kernelsmith.fib import require
 
-        require()
-        from kernelsmith.fib.importing import import_fib
+    require()
+    from kernelsmith.fib.importing import import_fib
 
-        done = import_fib(dataset, out, definition or None, top)
+    done = import_fib(dataset, out, definition or None, top)
     table = Table(title=f"{shown(dataset)} -> {shown(out)}/")
     for col in ("definition", "task", "workload", "axes"):
         table.add_column(col)
@@ -55,13 +54,12 @@ def export_fib_cmd(
 ) -> None:
     """Write tasks as flashinfer-bench Definitions and Workloads, and runs' best kernels as Solutions with
     their verdicts as Traces, in flashinfer-bench's folder layout."""
-    with user_errors():
-        from kernelsmith.fib import require
+    from kernelsmith.fib import require
 
-        require()
-        from kernelsmith.fib.exporting import export_fib
+    require()
+    from kernelsmith.fib.exporting import export_fib
 
-        report = export_fib(sources, out, author, op_type, small, dps)
+    report = export_fib(sources, out, author, op_type, small, dps)
     table = Table(title=f"flashinfer-bench set in {shown(out)}/")
     for col in ("definition", "op_type", "axes", "workloads", "from"):
         table.add_column(col)

@@ -23,7 +23,6 @@ from kernelsmith.cli.common import (
     shown,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.optimize.budget import shown_time
 from kernelsmith.optimize.options import DEFAULT_BUDGET, default
 from kernelsmith.progress import LiveProgress
@@ -90,12 +89,8 @@ def optimize_cmd(
         else:
             with LiveProgress(console, "regions searched", 0) as view:
                 done = optimize(opts, lambda text: view.say(escape(text)), view)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
-        return
     except KeyboardInterrupt:
         fail("interrupted; every finished step and evaluated program is kept: run the same command to resume", 130)
-        return
     _say_outcome(done)
     raise typer.Exit(0 if done.passed else 1)
 

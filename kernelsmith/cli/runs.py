@@ -23,10 +23,7 @@ def runs_cmd(
     from kernelsmith.evolve.runs import find_runs
 
     skipped: list[tuple[str, str]] = []
-    try:
-        runs = find_runs(root, skipped=skipped)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    runs = find_runs(root, skipped=skipped)
     for folder, why in skipped:  # on stderr: --json's last line stays the list
         print(f"skipped {folder}: {why}", file=sys.stderr)
     if json_out:
@@ -63,11 +60,8 @@ def report_cmd(
     """Write a self-contained HTML report of a run (opens with no network)."""
     from kernelsmith.report import write_run_report
 
-    try:
-        check_paths("dir", "run directory", run_dir)
-        path = write_run_report(run_dir, out)
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+    check_paths("dir", "run directory", run_dir)
+    path = write_run_report(run_dir, out)
     console.print(f"report: {shown(path)}", highlight=False, soft_wrap=True)
 
 
@@ -84,17 +78,14 @@ def export_cmd(
 
     if fmt != "jsonl":
         fail(f"--format {fmt}: the only format is jsonl")
+    check_paths("dir", "run directory", run_dir)
+    store = RunStore.open_readonly(run_dir)  # reading never writes: not even the schema
     try:
-        check_paths("dir", "run directory", run_dir)
-        store = RunStore.open_readonly(run_dir)  # reading never writes: not even the schema
-        try:
-            rows = list(export_rows(store))  # all read before any is printed: a damaged store prints nothing
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"{store.path} is not a readable run store: {exc}") from None
-        finally:
-            store.close()
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+        rows = list(export_rows(store))  # all read before any is printed: a damaged store prints nothing
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{store.path} is not a readable run store: {exc}") from None
+    finally:
+        store.close()
     out = sys.stdout
     for row in rows:
         out.write(json.dumps(row) + "\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kernelsmith.cli.common import check_paths, user_errors
+from kernelsmith.cli.common import check_paths
 from kernelsmith.errors import UserError
 
 
@@ -24,16 +24,15 @@ def seed_cmd(
     from kernelsmith.task import Task
 
     target = out or task.with_name(f"{task.stem}_seed.py")
-    with user_errors():
-        check_paths("file", "task", task, out)
-        check_paths("dir", "--record", record)
-        if not target.parent.is_dir():  # said before Inductor's minutes of compiling, not after
-            raise UserError(f"--out {target}: its directory {target.parent} does not exist")
-        found = seed_task(Task.from_file(task), record)
-        try:
-            target.write_text(found.source, encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write the seed to {target}: {exc.strerror or exc}") from None
+    check_paths("file", "task", task, out)
+    check_paths("dir", "--record", record)
+    if not target.parent.is_dir():  # said before Inductor's minutes of compiling, not after
+        raise UserError(f"--out {target}: its directory {target.parent} does not exist")
+    found = seed_task(Task.from_file(task), record)
+    try:
+        target.write_text(found.source, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write the seed to {target}: {exc.strerror or exc}") from None
     launches = found.record.launches
     how = " (its Triton templates forced: the default code had no Triton kernel)" if found.templates else ""
     print(f"{target}: {len(launches)} Triton kernels from Inductor{how}")

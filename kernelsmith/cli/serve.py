@@ -10,7 +10,6 @@ import typer
 
 from kernelsmith.cli.common import fail, size_flag
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 
 
 class ServeBackend(str, Enum):
@@ -64,8 +63,6 @@ def serve_cmd(
             max_timeout=max_timeout,
             say=lambda text: print(text, flush=True),
         )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         pass
     sys.stdout.flush()

@@ -13,19 +13,18 @@ from kernelsmith.cli.common import (
     EVAL_BACKEND,
     EVAL_URL,
     INDUCTOR_SEED,
+    INTERRUPTED_SEARCH,
     RAY_ADDRESS,
     EvalBackendKind,
     Mutator,
-    check_model,
     check_paths,
     console,
     eval_defaults,
-    evolve_overrides,
+    evolve_settings,
     fail,
     options_or_fail,
 )
 from kernelsmith.device import Device
-from kernelsmith.errors import UserError
 from kernelsmith.progress import LiveProgress
 
 
@@ -43,13 +42,10 @@ def print_report(report, json_out: bool, html: Path | None = None, runs_dir: Pat
     if html is not None:
         from kernelsmith.report import write_evolve_suite_report, write_suite_report
 
-        try:
-            if runs_dir is None:
-                write_suite_report(report, html)
-            else:
-                write_evolve_suite_report(report, runs_dir, html)
-        except UserError as exc:
-            fail(str(exc), exc.exit_code)
+        if runs_dir is None:
+            write_suite_report(report, html)
+        else:
+            write_evolve_suite_report(report, runs_dir, html)
 
 
 def bench_cmd(
@@ -83,33 +79,30 @@ def bench_cmd(
     from kernelsmith.suite.bench import NOT_EVALUATED, run_bench, scan_tasks
     from kernelsmith.task_sizes import small_source
 
-    try:
-        check_paths("dir", "suite directory", suite_dir)
-        check_paths("dir", "solutions directory", solutions)
-        opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
-        total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
-        backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
-        with closing(open_backend(backend, device.value, workers, opts)) as pool:
-            if json_out or quiet:
-                report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
-            else:
-                with LiveProgress(console, "bench", total) as view:
-                    fastest: list = []
+    check_paths("dir", "suite directory", suite_dir)
+    check_paths("dir", "solutions directory", solutions)
+    opts = options_or_fail(EvalOptions, device=device.value, timeout=timeout, build_timeout=build_timeout)
+    total = len(scan_tasks(suite_dir).tasks)  # none: an error before any evaluator starts
+    backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
+    with closing(open_backend(backend, device.value, workers, opts)) as pool:
+        if json_out or quiet:
+            report = run_bench(suite_dir, solutions, pool, transform=small_source if small else None)
+        else:
+            with LiveProgress(console, "bench", total) as view:
+                fastest: list = []
 
-                    def progress(row) -> None:
-                        speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
-                        # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
-                        unrun = row.status in NOT_EVALUATED and row.error
-                        view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
-                        if row.success and row.speedup is not None:
-                            fastest[:] = [max(fastest + [(row.speedup, row.task)])]
-                        view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
+                def progress(row) -> None:
+                    speed = f" {row.speedup:.3g}x" if row.speedup is not None else ""
+                    # A row that was not evaluated says why (--small and no CPU_SIZES, no solution).
+                    unrun = row.status in NOT_EVALUATED and row.error
+                    view.say(f"{row.task}: {row.status}{speed}" + (f": {row.error}" if unrun else ""))
+                    if row.success and row.speedup is not None:
+                        fastest[:] = [max(fastest + [(row.speedup, row.task)])]
+                    view.step(row.status, f"{fastest[0][0]:.3g}x ({fastest[0][1]})" if fastest else None)
 
-                    report = run_bench(
-                        suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
-                    )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
+                report = run_bench(
+                    suite_dir, solutions, pool, transform=small_source if small else None, on_result=progress
+                )
     print_report(report, json_out, html)
 
 
@@ -144,24 +137,16 @@ def evolve_suite_cmd(
     ),
 ) -> None:
     """Search every task of SUITE_DIR with the same budget (resumable), then benchmark the best programs."""
+    flags = dict(locals())  # every flag by its name, for evolve_settings
     from contextlib import closing
 
     from kernelsmith.evaluate.backends import open_backend
-    from kernelsmith.evolve.run import evolve_config
     from kernelsmith.report import write_run_report
     from kernelsmith.seed.start import inductor_start
     from kernelsmith.suite.evolve_suite import evolve_suite
 
+    cfg = evolve_settings(flags)  # the paths checked, the config read
     try:
-        check_paths("dir", "suite directory", suite_dir)
-        check_paths("dir", "seeds directory", seeds)
-        check_paths("dir", "runs directory", runs_dir)
-        check_paths("file", "config file", config)
-        check_model(llm_base_url, model, config, mutator.value)
-        overrides = evolve_overrides(
-            llm_base_url, model, device, (eval_backend, ray_address, eval_url), iterations=iterations, workers=workers
-        )
-        cfg = evolve_config(config, overrides, mutator.value)
         with closing(open_backend(cfg.backend, cfg.evaluation.device, cfg.workers, cfg.evaluation)) as pool:
 
             def start(task, path, run_dir, say):  # a task with no seed: torch.compile's code, on CUDA
@@ -177,10 +162,8 @@ def evolve_suite_cmd(
                     report = evolve_suite(
                         suite_dir, seeds, runs_dir, cfg, small, pool, view.say, view, write_run_report, derive
                     )
-    except UserError as exc:
-        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        fail("interrupted; every evaluated program is stored: run the same command again to resume", 130)
+        fail(INTERRUPTED_SEARCH, 130)
     from kernelsmith.report.suite_report import SUITE_REPORT_NAME
 
     print_report(report, json_out, html or runs_dir / SUITE_REPORT_NAME, runs_dir)

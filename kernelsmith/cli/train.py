@@ -18,7 +18,6 @@ from kernelsmith.cli.common import (
     EvalBackendKind,
     console,
     shown,
-    user_errors,
 )
 from kernelsmith.device import Device
 from kernelsmith.errors import UserError
@@ -67,26 +66,25 @@ def sft_command(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Supervised fine-tuning on the correct, faster steps of the search."""
-    with user_errors():
-        from kernelsmith.train.sft import train_sft
+    from kernelsmith.train.sft import train_sft
 
-        summary = train_sft(
-            model,
-            data,
-            out,
-            lora=lora,
-            lora_r=lora_r,
-            lora_alpha=2 * lora_r,
-            epochs=epochs,
-            max_steps=max_steps,
-            lr=lr,
-            batch_size=batch_size,
-            grad_accum=grad_accum,
-            max_length=max_length,
-            assistant_only_loss=assistant_only_loss,
-            seed=seed,
-            merge=merge,
-        )
+    summary = train_sft(
+        model,
+        data,
+        out,
+        lora=lora,
+        lora_r=lora_r,
+        lora_alpha=2 * lora_r,
+        epochs=epochs,
+        max_steps=max_steps,
+        lr=lr,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        max_length=max_length,
+        assistant_only_loss=assistant_only_loss,
+        seed=seed,
+        merge=merge,
+    )
     _print_summary("sft", summary)
 
 
@@ -124,43 +122,42 @@ def grpo_command(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """GRPO: sample, evaluate each sample's speedup over its parent, reinforce the faster ones."""
-    with user_errors():
-        from contextlib import closing
+    from contextlib import closing
 
-        from kernelsmith.evaluate.backends import backend_from_flags, open_backend
-        from kernelsmith.evaluate.options import EvalOptions
-        from kernelsmith.train.common import model_dir, require_train_extra
-        from kernelsmith.train.grpo import accumulation_steps, train_grpo
-        from kernelsmith.train.reward import SpeedupReward
+    from kernelsmith.evaluate.backends import backend_from_flags, open_backend
+    from kernelsmith.evaluate.options import EvalOptions
+    from kernelsmith.train.common import model_dir, require_train_extra
+    from kernelsmith.train.grpo import accumulation_steps, train_grpo
+    from kernelsmith.train.reward import SpeedupReward
 
-        # what can fail in a second fails before the evaluation pool starts
-        require_train_extra()
-        model_dir(model)
-        if not data.is_file():
-            raise UserError(f"--data {data}: no such data file")
-        if max_reward <= 0:
-            raise UserError("--max-reward must be positive")
-        accumulation_steps(prompts_per_step, num_generations, batch_size)
-        gpus = [g.strip() for g in eval_gpus.split(",") if g.strip()] if eval_gpus else None
-        options = EvalOptions(device=device.value, timeout=eval_timeout)
-        backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
-        with closing(open_backend(backend, device.value, workers, options, gpus)) as pool:
-            summary = train_grpo(
-                model,
-                data,
-                out,
-                SpeedupReward(pool, options, max_reward),
-                num_generations=num_generations,
-                prompts_per_step=prompts_per_step,
-                batch_size=batch_size,
-                max_steps=max_steps,
-                lr=lr,
-                max_completion_length=max_completion_length,
-                temperature=temperature,
-                beta=beta,
-                lora=lora,
-                lora_r=lora_r,
-                lora_alpha=2 * lora_r,
-                seed=seed,
-            )
+    # what can fail in a second fails before the evaluation pool starts
+    require_train_extra()
+    model_dir(model)
+    if not data.is_file():
+        raise UserError(f"--data {data}: no such data file")
+    if max_reward <= 0:
+        raise UserError("--max-reward must be positive")
+    accumulation_steps(prompts_per_step, num_generations, batch_size)
+    gpus = [g.strip() for g in eval_gpus.split(",") if g.strip()] if eval_gpus else None
+    options = EvalOptions(device=device.value, timeout=eval_timeout)
+    backend = backend_from_flags(eval_backend.value if eval_backend else None, ray_address, eval_url)
+    with closing(open_backend(backend, device.value, workers, options, gpus)) as pool:
+        summary = train_grpo(
+            model,
+            data,
+            out,
+            SpeedupReward(pool, options, max_reward),
+            num_generations=num_generations,
+            prompts_per_step=prompts_per_step,
+            batch_size=batch_size,
+            max_steps=max_steps,
+            lr=lr,
+            max_completion_length=max_completion_length,
+            temperature=temperature,
+            beta=beta,
+            lora=lora,
+            lora_r=lora_r,
+            lora_alpha=2 * lora_r,
+            seed=seed,
+        )
     _print_summary("grpo", summary)

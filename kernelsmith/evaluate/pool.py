@@ -24,11 +24,13 @@ from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.nvml import nvml_capabilities
 from kernelsmith.evaluate.options import EvalOptions, cache_dir
 from kernelsmith.evaluate.protocol import Channel
-from kernelsmith.evaluate.queued import QueuedPool
+from kernelsmith.evaluate.queued import QueuedPool, worker_lost
 from kernelsmith.evaluate.result import BuildRecord, EvalResult, StageSeconds, Status
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.evaluate.sandboxing.process import describe_exit, kill_tree, scrubbed_env, spawn_python
 from kernelsmith.task import Task
+
+ATTEMPTS = 2  # a judge lost mid-evaluation is replaced and the evaluation tried again, once
 
 
 class EvalBackend(Protocol):
@@ -267,7 +269,7 @@ class EvalPool(QueuedPool):
         while (item := self._next()) is not None:
             fut, req, opts = item
             reply, last_error = None, ""
-            for _attempt in range(2):  # a worker lost mid-evaluation is replaced and the job retried once
+            for _attempt in range(ATTEMPTS):
                 try:
                     if judge is None or not judge.alive():
                         if judge is not None:
@@ -297,15 +299,7 @@ class EvalPool(QueuedPool):
     @staticmethod
     def _resolve(fut: Future, reply: dict | None, last_error: str, opts: EvalOptions) -> None:
         if reply is None:
-            fut.set_result(
-                EvalResult(
-                    status=Status.runtime_error,
-                    correct=False,
-                    device=opts.device,
-                    infra_error=True,
-                    error=f"the evaluation worker died twice on this candidate: {last_error}",
-                )
-            )
+            fut.set_result(worker_lost(opts.device, ATTEMPTS, last_error))
         elif reply.get("op") == "hardware":
             fut.set_result(reply["hardware"])
         elif reply.get("op") == "profile":

@@ -13,8 +13,20 @@ from concurrent.futures import Future
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate.counters import DEFAULT_TIMEOUT, CountersReport
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.result import EvalResult
+from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.task import Task
+
+
+def worker_lost(device: str, times: int, last_error: str) -> EvalResult:
+    """The verdict of a candidate whose evaluation worker was lost `times` times in a row: about the
+    machine, not the candidate (`infra_error`), with the last loss's reason."""
+    return EvalResult(
+        status=Status.runtime_error,
+        correct=False,
+        device=device,
+        infra_error=True,
+        error=f"the evaluation worker was lost {times} times on this candidate: {last_error}",
+    )
 
 
 class QueuedPool:

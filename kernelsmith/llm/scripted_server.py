@@ -213,11 +213,6 @@ class ScriptedServer:
         with self._lock:
             return list(self._requests)
 
-    def push(self, step: dict) -> None:
-        """Append a step to the script."""
-        with self._lock:
-            self._steps.append(check_step(step))
-
     def _record(self, request: dict) -> int:
         with self._lock:
             self._requests.append(request)

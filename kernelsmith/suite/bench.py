@@ -107,11 +107,6 @@ def scan_tasks(suite_dir: Path) -> SuiteScan:
     return scan
 
 
-def discover(suite_dir: Path) -> list[SuiteTask]:
-    """The task files of a suite, sorted by relative path (see `scan_suite`)."""
-    return scan_suite(suite_dir).tasks
-
-
 class TaskRow(BaseModel):
     """One task's outcome. status: an EvalResult status, or "missing", "not_a_candidate", "task_error".
 

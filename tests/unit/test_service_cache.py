@@ -13,6 +13,7 @@ import pytest
 
 from kernelsmith.candidate import Candidate
 from kernelsmith.evaluate.options import EvalOptions
+from kernelsmith.evaluate.queued import worker_lost
 from kernelsmith.evaluate.result import EvalResult, Status
 from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.serve.service import EvalService, QueueFull, ResultCache, request_key
@@ -27,7 +28,7 @@ SRC_C = "class ModelNew:\n    version = 'c'\n"
 CORRECT = EvalResult(status=Status.correct, correct=True, speedup=2.0)
 INCORRECT = EvalResult(status=Status.incorrect, correct=False, error="max abs err 1.0")
 TIMEOUT = EvalResult(status=Status.timeout, correct=False, error="no verdict within 180 s")
-INFRA = EvalResult(status=Status.runtime_error, correct=False, error="the evaluation worker died", infra_error=True)
+INFRA = worker_lost("cpu", 2, "JudgeDied: the judge exited with code -9")  # both pools' verdict for a lost worker
 
 
 class FakeBackend:

@@ -19,8 +19,8 @@ from concurrent.futures import Future
 from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.counters import CountersReport
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.queued import QueuedPool
-from kernelsmith.evaluate.result import EvalResult, Status
+from kernelsmith.evaluate.queued import QueuedPool, worker_lost
+from kernelsmith.evaluate.result import EvalResult
 from kernelsmith.task import Task
 
 log = logging.getLogger(__name__)
@@ -214,15 +214,7 @@ class RayPool(QueuedPool):
 
     def _resolve(self, fut: Future, reply, last_error: str, opts: EvalOptions) -> None:
         if reply is None:
-            fut.set_result(
-                EvalResult(
-                    status=Status.runtime_error,
-                    correct=False,
-                    device=opts.device,
-                    infra_error=True,
-                    error=f"the evaluation worker was lost {self.attempts} times on this candidate: {last_error}",
-                )
-            )
+            fut.set_result(worker_lost(opts.device, self.attempts, last_error))
         elif reply[0] == "error":
             fut.set_exception(RuntimeError(f"Ray evaluation actor failed:\n{reply[1]}"))
         elif reply[0] == "hardware":

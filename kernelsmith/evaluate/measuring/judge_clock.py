@@ -33,11 +33,11 @@ BATCHES = {"cuda": 2, "cpu": 1}
 # Checksums verified by the judge, drawn after the batch: a call that skipped its work is found
 # with probability >= 1 - (1 - skipped share) ** VERIFIED_CALLS.
 VERIFIED_CALLS = 8
-# The margin, from the H200 (benchmarks/results/redteam_cuda_h200_2026-12-03*.json): calls of 1 ms
+# The margin, from the H200 (benchmarks/results/archive/redteam_cuda_h200_2026-12-03*.json): calls of 1 ms
 # and more took 0.88x to 1.14x their CUDA-event time per call in a batch; calls of ~0.1 ms are
 # host-bound there (the harness's Python per call, under the activity recorder): honest ones took
 # up to 0.68 ms more in one batch (a softmax on a side stream joined back by an event: 0.77 ms
-# against 0.09 ms; 0.29 ms in a quiet probe, benchmarks/probe_batch.py), which the slack absorbs.
+# against 0.09 ms; 0.29 ms in a quiet probe, benchmarks/probes/batch.py), which the slack absorbs.
 # Below ~1 ms a forged time is therefore left to the roofline flag. The CPU (Triton interpreter, a
 # shared 2-core machine in CI) is noisier: an honest
 # elementwise kernel measured 2.8x its sandbox time in a batch under a parallel test run; a forged

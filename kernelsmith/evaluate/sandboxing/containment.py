@@ -9,7 +9,7 @@ Layers (each optional, each tested; `KERNELSMITH_SANDBOX_LAYERS` picks a subset,
 - `uid` (CPU): where the judge runs as root, the sandbox drops to a uid/gid of its own (one per
   sandbox): other processes' /proc files, signals and root's files are out of reach. Needs the
   Python environment readable by other users. Not on CUDA: CUDA IPC maps no memory across uids
-  (measured on the H200, benchmarks/probe_cuda_ipc.py).
+  (measured on the H200, benchmarks/probes/cuda_ipc.py).
 - `procmask` (root, where there is no PID namespace: CUDA): a mount namespace in which every other
   process's /proc entry is covered, and no capabilities once CUDA is up (procmask.py).
 - `landlock`: applied before torch is imported, while the sandbox has one thread: writes only to
@@ -22,7 +22,7 @@ Layers (each optional, each tested; `KERNELSMITH_SANDBOX_LAYERS` picks a subset,
 Whatever the layers, the judge kills the sandbox's process tree after each evaluation and, as
 the subreaper of its children, any process the candidate detached.
 
-On CUDA (verified on the H200, benchmarks/results/containment_h200_2026-12-03_run2.log): Landlock
+On CUDA (verified on the H200, benchmarks/results/archive/containment_h200_2026-12-03_run2.log): Landlock
 allows writes beneath the sandbox's own /proc/self/task, where cuInit names its threads (without
 it CUDA fails to start, error 304); `uid` is off (CUDA IPC); `procmask` keeps the secrets.
 

@@ -241,15 +241,6 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-def wait_gone(proc: subprocess.Popen, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return True
-        time.sleep(0.01)
-    return proc.poll() is not None
-
-
 def _session(pid: int) -> int | None:
     try:
         return os.getsid(pid)

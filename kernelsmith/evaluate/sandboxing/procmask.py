@@ -3,7 +3,7 @@ neither a PID namespace nor a uid of its own (CUDA, as root).
 
 On CUDA the sandbox shares the judge's PID namespace and uid: CUDA IPC, which carries its outputs
 to the judge, maps no memory across uids ("mapping of buffer object failed", measured on the H200,
-driver 580, benchmarks/probe_cuda_ipc.py) nor, by the project's earlier finding, across PID
+driver 580, benchmarks/probes/cuda_ipc.py) nor, by the project's earlier finding, across PID
 namespaces. So the secrets of the processes that started it (/proc/PID/environ) are kept from it
 this way instead:
 - early (root, one thread, before Landlock, which forbids mounts): a mount namespace of its own,

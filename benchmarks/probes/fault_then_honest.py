@@ -4,7 +4,7 @@ same pool still succeed, per containment layer set? One JSON line per evaluation
 Found on the H200 (2026-12-03): with procmask + Landlock + seccomp the two evaluations after an
 illegal address came back runtime_error (tests/test_evaluate_cuda.py).
 
-    python3 benchmarks/probe_fault_then_honest.py [LAYERS ...]   # e.g. "procmask,landlock,seccomp" none
+    python3 benchmarks/probes/fault_then_honest.py [LAYERS ...]   # e.g. "procmask,landlock,seccomp" none
 """
 
 import json
@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelsmith.evaluate import EvalOptions, EvalPool  # noqa: E402

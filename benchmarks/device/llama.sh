@@ -2,7 +2,7 @@
 # Issue 31 on the H200, one device-tool call (~8 min): capture the Llama decode step (Llama-3-8B widths,
 # bf16, batch 1; transformers from the image) and the batch-32 step, then examples/llama_decode/run.sh on
 # CUDA: seeds of our own, tuned, applied, and the step's time before and after. Five files under $OUT; every written task's reference is run on the GPU.
-# Usage (on the device machine, from the repo root; carry .whl): bash benchmarks/device_llama.sh
+# Usage (on the device machine, from the repo root; carry .whl): bash benchmarks/device/llama.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

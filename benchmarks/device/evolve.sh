@@ -2,7 +2,7 @@
 # One device-tool call for the search: install carried wheels (pydantic, openai and their
 # dependencies: see docs/benchmarks.md), run a short evolve with CUDA timing against a scripted
 # LLM started in the same command, then the engine-overhead benchmark.
-# Usage (on the device machine, from the repo root): bash benchmarks/device_evolve.sh
+# Usage (on the device machine, from the repo root): bash benchmarks/device/evolve.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

@@ -6,7 +6,7 @@
 # device call. KS_GATE_PHASE=pytest runs the CUDA tests only, KS_GATE_PHASE=gate the verdict gate and
 # the doctor; unset, both (for a machine without the 10-minute limit). KernelBench's few-shot CUDA
 # C++ examples build for ~60 s each: run them with KS_GATE_GROUPS=few_shot.
-# Usage (on the device machine, from the repo root): KS_GATE_PHASE=pytest bash benchmarks/device_eval.sh
+# Usage (on the device machine, from the repo root): KS_GATE_PHASE=pytest bash benchmarks/device/eval.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -22,7 +22,7 @@ if [ "$PHASE" = pytest ] || [ "$PHASE" = all ]; then
     2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -30
 fi
 if [ "$PHASE" = gate ] || [ "$PHASE" = all ]; then
-  python3 benchmarks/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"
+  python3 benchmarks/device/redteam_cuda.py --out "$OUT" --group ${KS_GATE_GROUPS:-redteam kernelbench} 2>&1 | grep -v USDT | tee "$OUT/gate.log"
   timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
     2>&1 | grep -v USDT | tee "$OUT/doctor.log" | tail -60
 fi

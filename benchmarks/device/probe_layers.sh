@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device-tool call (~5 min on the H200) that finds what each containment layer does to CUDA:
-# the Landlock parts one by one (benchmarks/probe_landlock_cuda.py), an honest evaluation under
+# the Landlock parts one by one (benchmarks/probes/landlock_cuda.py), an honest evaluation under
 # each in-process layer alone and together, and the escape set under the layers applied after
 # CUDA is up. Runs from a world-readable copy of the tree (the uid layer needs to read it).
-# Usage (on the device machine, from the repo root): bash benchmarks/device_probe_layers.sh
+# Usage (on the device machine, from the repo root): bash benchmarks/device/probe_layers.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 OUT=${OUT:-/tmp/out}
@@ -12,7 +12,7 @@ rm -rf /tmp/ks && cp -r . /tmp/ks && chmod -R a+rX /tmp/ks /tmp/site && cd /tmp/
 export PYTHONPATH=/tmp/site:/tmp/ks PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; id; uname -r
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; ls -l /dev | grep -i nvidia; } 2>&1 | tee "$OUT/machine.log"
-timeout 240 python3 benchmarks/probe_landlock_cuda.py 2>&1 | grep -v USDT | tee "$OUT/probe_landlock.log"
+timeout 240 python3 benchmarks/probes/landlock_cuda.py 2>&1 | grep -v USDT | tee "$OUT/probe_landlock.log"
 for layers in ${KS_PROBE_LAYERS:-landlock procmask,landlock,seccomp}; do
   [ -n "$layers" ] || continue
   echo "## layers $layers" | tee -a "$OUT/layers_eval.log"

@@ -7,7 +7,7 @@ prints a line whenever it changes by more than 1 GiB, with each process's comman
 process holds what, and when, beside the judge's own counters. Written for KernelBench's
 36_RMSNorm_ (7.5 GB a tensor), which ran out of memory on an 80 GB H100 (2026-12-05 and -06).
 
-    python benchmarks/probe_judge_memory.py [--task T --candidate C]
+    python benchmarks/probes/judge_memory.py [--task T --candidate C]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 KB = ROOT / "benchmarks/kernelbench"
 

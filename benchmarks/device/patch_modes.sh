@@ -7,9 +7,9 @@
 # step's device time and wall time before -> after with their min-max spreads (REPS forwards each).
 # Under $OUT: machine.log, capture_bB.log, tune_bB.log, apply_bB.log (apply's own lines), apply_bB.json,
 # summary_bB.log (one line per mode and measure).
-# Usage (on the device machine, from the repo root; carry .whl, as benchmarks/device_llama.sh does):
-#   bash benchmarks/device_patch_modes.sh 1      # batch 1 (decode_step)
-#   bash benchmarks/device_patch_modes.sh 32     # batch 32 (decode_step_b32), a second call
+# Usage (on the device machine, from the repo root; carry .whl, as benchmarks/device/llama.sh does):
+#   bash benchmarks/device/patch_modes.sh 1      # batch 1 (decode_step)
+#   bash benchmarks/device/patch_modes.sh 32     # batch 32 (decode_step_b32), a second call
 # ITERS (tuner iterations per kernel, 6), REPS (forwards per measure, 20), MIN (--min-speedup: the kernels
 # whose verdict beats eager, 1), MODES ("eager compile graphs"), TUNE_LIMIT (s per seed's tuning, 90) and
 # DEADLINE (s from the start by which apply must end; unset: apply may take 330 s) override.
@@ -18,7 +18,7 @@ BATCH=${1:-1}
 case "$BATCH" in
   1) ENTRY=examples/llama_decode/model.py:decode_step ;;
   32) ENTRY=examples/llama_decode/model.py:decode_step_b32 ;;
-  *) echo "device_patch_modes.sh: batch 1 or 32, not '$BATCH'" >&2; exit 2 ;;
+  *) echo "patch_modes.sh: batch 1 or 32, not '$BATCH'" >&2; exit 2 ;;
 esac
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

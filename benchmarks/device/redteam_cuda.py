@@ -2,7 +2,7 @@
 level-2 partial replacements at their real sizes) and KernelBench's few-shot examples, each with
 the verdict it must get. Prints one line per case and a closing 'N passed, M failed' line.
 
-    python benchmarks/redteam_cuda.py --out DIR [--group redteam kernelbench few_shot]
+    python benchmarks/device/redteam_cuda.py --out DIR [--group redteam kernelbench few_shot]
 
 Writes DIR/redteam_cuda.json. "success" means `EvalResult.success` (correct, no flag: the one rule).
 """
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 RED = REPO / "tests/redteam"

@@ -6,7 +6,7 @@ exports the tensor as the sandbox does (protocol.encode_tensor); this process im
 Found on the H200 (2026-12-03): with uid + Landlock + seccomp the judge's import failed with
 "mapping of buffer object failed"; Landlock alone was fine.
 
-    python3 benchmarks/probe_cuda_ipc.py
+    python3 benchmarks/probes/cuda_ipc.py
 """
 
 import json
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 CHILD = r"""

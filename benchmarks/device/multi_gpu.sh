@@ -2,8 +2,8 @@
 # Device-tool calls on a machine with several GPUs (nvidia-h200-x2, -x4 or -x8), for
 # benchmarks/multi_gpu.py. Carry `.whl-serve` (Ray and the service's wheels) and `.whl` (libcst
 # for the tuner): docs/benchmarks.md, "Running the device scripts". Two calls fit the 10-minute limit:
-#   bash benchmarks/device_multi_gpu.sh scaling   # throughput 1..8 GPUs (local, Ray), interference
-#   bash benchmarks/device_multi_gpu.sh suite     # tuner over the bundled suite, one worker per GPU
+#   bash benchmarks/device/multi_gpu.sh scaling   # throughput 1..8 GPUs (local, Ray), interference
+#   bash benchmarks/device/multi_gpu.sh suite     # tuner over the bundled suite, one worker per GPU
 # Nothing here uses NCCL or NVLink: each GPU has its own judge process, and they share nothing.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

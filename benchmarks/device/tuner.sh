@@ -4,13 +4,13 @@
 # for KS_SOFTMAX_ITERS iterations (0 skips it); (2) `evolve-suite` with the tuner on the named
 # bundled tasks (copied to a sub-suite with their seeds), ITERATIONS each, then the suite benchmark
 # of their best programs. Resumable while the machine stays warm (runs/ is kept). A dry run on the
-# CPU: KS_DEVICE=cpu KS_SUITE_FLAGS=--small KS_SOFTMAX_ITERS=2 bash benchmarks/device_tuner.sh 2 softmax
+# CPU: KS_DEVICE=cpu KS_SUITE_FLAGS=--small KS_SOFTMAX_ITERS=2 bash benchmarks/device/tuner.sh 2 softmax
 # Other tasks and seeds: KS_TASKS_DIR, KS_SEEDS_DIR (TASK is a path under both, without .py, e.g.
 # level1/19_ReLU), KS_RUNS (the runs folder). KernelBench from its seeds (issue 32): carry
-# .kernelbench and runs/seed/candidates (candidates.tgz of benchmarks/device_seed.sh, unpacked), then
+# .kernelbench and runs/seed/candidates (candidates.tgz of benchmarks/device/seed.sh, unpacked), then
 # KS_SOFTMAX_ITERS=0 KS_TASKS_DIR=.kernelbench/KernelBench KS_SEEDS_DIR=runs/seed/candidates
-# KS_RUNS=runs/kb-tune bash benchmarks/device_tuner.sh 20 level1/19_ReLU level2/...
-# Usage (device machine, repo root): bash benchmarks/device_tuner.sh ITERATIONS TASK...
+# KS_RUNS=runs/kb-tune bash benchmarks/device/tuner.sh 20 level1/19_ReLU level2/...
+# Usage (device machine, repo root): bash benchmarks/device/tuner.sh ITERATIONS TASK...
 set -u
 if [ "${KS_DEVICE:-cuda}" = cuda ]; then  # the device image lacks some dependencies: carried wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

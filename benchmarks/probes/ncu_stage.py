@@ -2,7 +2,7 @@
 softmax, with the profiled process's containment layers all on, then one at a time off, to see
 which of them Nsight Compute's injection tolerates. Prints one line per run.
 
-    python3 benchmarks/probe_ncu_stage.py
+    python3 benchmarks/probes/ncu_stage.py
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from kernelsmith.evaluate.profiling import ncu_stage  # noqa: E402

@@ -2,7 +2,7 @@
 # One device-tool call: the tuner over the bundled suite on the GPU (issue: tuner and suite).
 # Resumable: if the call runs out of time, the same command continues every run where it stopped
 # (runs/ is kept between calls while the machine stays warm).
-# Usage (on the device machine, from the repo root): bash benchmarks/device_suite.sh [ITERATIONS]
+# Usage (on the device machine, from the repo root): bash benchmarks/device/suite.sh [ITERATIONS]
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

@@ -3,7 +3,7 @@
 # `kernelsmith serve` with the local and the Ray backend, on one GPU (benchmarks/serve_gpu.py).
 # Carry `.whl-serve` (pydantic, FastAPI, uvicorn, a Core-only Ray wheel made with
 # benchmarks/strip_ray_wheel.py: see docs/benchmarks.md, "Running the device scripts").
-# Usage (on the device machine, from the repo root): bash benchmarks/device_serve.sh [N_SERVICE]
+# Usage (on the device machine, from the repo root): bash benchmarks/device/serve.sh [N_SERVICE]
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl-serve/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

@@ -6,7 +6,7 @@ synced figure and the eager call time. Then forwards that cannot be captured (a 
 unjoined side stream, a forward that replays its own graph) and one that returns the same buffer
 every call, and the graph batch: its cost, the harness's own cost, and the judge's verdict.
 
-    python benchmarks/probe_graph_timing.py [--out DIR]
+    python benchmarks/probes/graph_timing.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kernelsmith.evaluate.measuring import judge_clock, timing  # noqa: E402

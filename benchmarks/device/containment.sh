@@ -3,7 +3,7 @@
 # evaluation under every layer, every CUDA test (escapes included), the doctor's live check on
 # CUDA, and the layers' cost. Runs from a world-readable copy of the tree (a CPU sandbox that
 # drops to its own uid must read it; on CUDA there is no uid layer: docs/integrity.md).
-# Usage (on the device machine, from the repo root): bash benchmarks/device_containment.sh
+# Usage (on the device machine, from the repo root): bash benchmarks/device/containment.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 OUT=${OUT:-/tmp/out}

@@ -1,7 +1,7 @@
 """Probe (H200): what torch.profiler's device activity shows for Triton, aten and cuDNN kernels,
 what a device-wide synchronize before the end event costs, and what the profiler costs a timing.
 
-    python3 benchmarks/probe_activity.py            # prints one JSON object per finding
+    python3 benchmarks/probes/activity.py            # prints one JSON object per finding
 """
 
 import json

@@ -4,7 +4,7 @@
 # the verdicts' device times at serving sizes against independent timers, KernelBench level-1 spread
 # and speedups, and `kernelsmith eval` three times in a row. The table comes last.
 # Usage (on the device machine, from the repo root, with .whl carried):
-#   bash benchmarks/device_timing.sh [timing_gpu.py flags, e.g. --evals 4 --no-cli]
+#   bash benchmarks/device/timing.sh [timing_gpu.py flags, e.g. --evals 4 --no-cli]
 # $OUT gets machine.log, timing_gpu.log, timing_gpu.json, verdicts.jsonl and table.txt.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

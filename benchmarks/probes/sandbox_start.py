@@ -6,7 +6,7 @@
 2. `--sandboxes N`: N sandboxes started one after another the way the judge starts them
    (SandboxHandle, default containment plan), each one's seconds from spawn to its ready message.
 
-    python benchmarks/probe_sandbox_start.py [--device cpu|cuda] [--windows 3] [--sandboxes 5]
+    python benchmarks/probes/sandbox_start.py [--device cpu|cuda] [--windows 3] [--sandboxes 5]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 # Run in a fresh interpreter: one JSON line with the seconds of each step.

@@ -10,7 +10,7 @@ error 304 (CUDA_ERROR_OPERATING_SYSTEM) in every sandbox. Suspected cause (NVIDI
 cuInit writes /proc/<pid>/task/<tid>/comm to name its threads; the "without /proc/self/task" cases
 leave out the rule that allows it (containment.writable_paths).
 
-    python3 benchmarks/probe_landlock_cuda.py
+    python3 benchmarks/probes/landlock_cuda.py
 """
 
 import json
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SHIM = r"""
 #define _GNU_SOURCE

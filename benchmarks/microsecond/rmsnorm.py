@@ -1,10 +1,12 @@
-"""Llama's RMSNorm at decode width, a decode batch of 32 tokens: x * rsqrt(mean(x^2) + eps) in fp32, cast back, times
-the weight; f32 [32, 4096]. Latency-bound: 512 KiB read, 512 KiB written, 4096 weights: a few microseconds."""
+"""Llama's RMSNorm at decode width: x * rsqrt(mean(x^2) + eps) in fp32, cast back, times the weight; DTYPE
+[TOKENS, HIDDEN]. As written bf16 [32, 4096], a decode batch of 32 tokens: latency-bound, 256 KiB read, 256 KiB
+written, 4096 weights, a few microseconds. benchmarks/timing_gpu.py (PLAN) also sets one token (8 KiB each way in
+bf16) and fp32 (twice the bytes) at either count."""
 
 import torch
 import torch.nn as nn
 
-DTYPE = torch.float32
+DTYPE = torch.bfloat16
 
 
 class Model(nn.Module):

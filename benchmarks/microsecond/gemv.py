@@ -1,5 +1,6 @@
-"""A decode step's projection, one token: x [1, 4096] @ W^T, W [4096, 4096] bf16 (nn.Linear, no bias).
-Memory-bound on the weight: 32 MiB read per call (~8 us at 4.3 TB/s); x and the output are 8 KiB each."""
+"""A decode step's projection: x [BATCH, 4096] @ W^T, W [4096, 4096] bf16 (nn.Linear, no bias). As written a batch
+of 8 tokens; benchmarks/timing_gpu.py (PLAN) also sets one. Memory-bound on the weight: 32 MiB read per call (~8 us
+at 4.3 TB/s); x and the output are 8 KiB a token each."""
 
 import torch
 import torch.nn as nn
@@ -14,12 +15,12 @@ class Model(nn.Module):
         return self.proj(x)
 
 
-BATCH = 1
+BATCH = 8
 IN_FEATURES = 4096
 OUT_FEATURES = 4096
 
 # Small sizes for the Triton interpreter on the CPU (kernelsmith.task_sizes).
-CPU_SIZES = {"BATCH": 1, "IN_FEATURES": 320, "OUT_FEATURES": 80}
+CPU_SIZES = {"BATCH": 3, "IN_FEATURES": 320, "OUT_FEATURES": 80}
 
 
 def get_inputs():

@@ -3,7 +3,7 @@
 as root, inside a network namespace of its own (ncu talks to its target over loopback TCP), with
 which metrics, and at what cost.
 
-    python3 benchmarks/probe_ncu.py --out DIR [--skip-breakdown]
+    python3 benchmarks/probes/ncu.py --out DIR [--skip-breakdown]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from kernelsmith.evaluate.counters import METRICS as COUNTER_METRICS  # noqa: E402

@@ -10,8 +10,8 @@
 # concatenated, e.g. benchmarks/results/seed_kernelbench_rows.jsonl) are skipped.
 # Output under $OUT (7 files): machine.log, seed.log, seeds.jsonl (this call's rows), seed_table.md and
 # summary.json (all rows), records.tgz, candidates.tgz.
-# Usage (device machine, repo root): bash benchmarks/device_seed.sh
-# A dry run on the CPU (every task: "seed needs a CUDA GPU"): KS_DEVICE=cpu bash benchmarks/device_seed.sh
+# Usage (device machine, repo root): bash benchmarks/device/seed.sh
+# A dry run on the CPU (every task: "seed needs a CUDA GPU"): KS_DEVICE=cpu bash benchmarks/device/seed.sh
 set -u
 if [ "${KS_DEVICE:-cuda}" = cuda ]; then  # the device image lacks some dependencies: carried wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

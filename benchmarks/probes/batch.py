@@ -3,7 +3,7 @@ between calls), per candidate, with and without the activity recorder; and the h
 forward alone. Written to find why an honest side-stream softmax joined back by an event measured
 0.77 ms a call on the judge's clock against 0.09 ms on CUDA events.
 
-    python3 benchmarks/probe_batch.py TASK CANDIDATE [CANDIDATE ...]   # one JSON line per finding
+    python3 benchmarks/probes/batch.py TASK CANDIDATE [CANDIDATE ...]   # one JSON line per finding
 """
 
 import json
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kernelsmith.evaluate.checks import flatten_outputs  # noqa: E402
 from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums  # noqa: E402
 from kernelsmith.evaluate.measuring.activity import ActivityRecorder  # noqa: E402
