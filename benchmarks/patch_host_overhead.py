@@ -8,7 +8,7 @@ models, the same norm written two ways:
 
 - `module`: the norm is a module of its own (an RMSNorm class): the region is the whole of its forward,
   whose forward is swapped for one that calls the kernel (module_swap.py); in eager mode the model's
-  traced forward inlines it; `no swap` (patch_runtime.whole patched to refuse) has the traced forward
+  traced forward inlines it; `no swap` (patch.install.whole patched to refuse) has the traced forward
   find the region itself.
 - `inline`: the norm is written in the layer's forward after the Linear: the region is part of a
   module's forward, served by the layer's traced forward in eager mode (eager_graph.py) and by the

@@ -38,7 +38,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.driver import CudaDriver
 from triton.runtime import driver as triton_driver
 
-from kernelsmith.seed.inductor import TEMPLATES_SAID, inductor_options, load_task, trace_flat
+from kernelsmith.seed.inductor import TEMPLATES_SAID, inductor_options, model_and_inputs, trace_flat
 from kernelsmith.seed.parse import parse_output_code
 from kernelsmith.seed.record import InductorRecord, LaunchConfig
 from kernelsmith.task import Task
@@ -190,7 +190,7 @@ def record(task: Task, templates: bool) -> InductorRecord:
     as the seed step's second try compiles it."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    model, inputs = load_task(task, "cpu")  # then each tensor made a fake one of its kind on "cuda"
+    model, inputs = model_and_inputs(task, "cpu")  # then each tensor made a fake one of its kind on "cuda"
     mode = FakeTensorMode(allow_non_fake_inputs=True)  # a tensor the forward makes (torch.tensor(c)) is real
 
     def on_fake_cuda(t):
