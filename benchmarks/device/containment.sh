@@ -21,7 +21,7 @@ r = evaluate(Task.from_file("tests/redteam/tasks/softmax_large_task.py"), open("
 print("FIRST", r.status.value, r.speedup, r.flags, (r.error or "")[-1500:])
 print(r.containment)
 PY
-python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py \
+python3 -m pytest -q -p no:cacheprovider -m cuda tests/evaluate/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py \
   tests/redteam/test_escapes.py 2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -30
 timeout 90 python3 -c "import json; from kernelsmith.evaluate.sandboxing.doctor import checkup; print(json.dumps(checkup('cuda').to_dict(), indent=1))" \
   2>&1 | grep -v USDT | tee "$OUT/doctor.log"

@@ -20,7 +20,7 @@ from proof_core import Ctx, Outcome, copy_text, run_logged, tail
 
 KEEP = 25.0  # seconds a script's step leaves for the driver after the script is killed
 
-# The scripts the steps run, from the repo root (tests/test_proof_runner.py checks that each is there).
+# The scripts the steps run, from the repo root (tests/benchmarks/test_proof_runner.py checks that each is there).
 GATE_SH = "benchmarks/device/eval.sh"
 PATCH_MODES_SH = "benchmarks/device/patch_modes.sh"
 TIMING_SH = "benchmarks/device/timing.sh"

@@ -2,7 +2,7 @@
 same pool still succeed, per containment layer set? One JSON line per evaluation.
 
 Found on the H200 (2026-12-03): with procmask + Landlock + seccomp the two evaluations after an
-illegal address came back runtime_error (tests/test_evaluate_cuda.py).
+illegal address came back runtime_error (tests/evaluate/test_evaluate_cuda.py).
 
     python3 benchmarks/probes/fault_then_honest.py [LAYERS ...]   # e.g. "procmask,landlock,seccomp" none
 """

@@ -1,5 +1,5 @@
 # An honest BatchNorm (eval) + ReLU kernel for the task `kernelsmith capture` writes of
-# tests/test_capture_values.py's ConvBNReLU block: one program per BLOCK elements of the
+# tests/capture/test_capture_values.py's ConvBNReLU block: one program per BLOCK elements of the
 # contiguous NCHW input, each element's channel read from its index.
 # The test puts the task's own parameter lines where PARAMS stands (as examples/llama_decode/seeds.py
 # does), so that under one seed the weights are the reference's.

@@ -1,5 +1,5 @@
 """Finding the CUDA runtime for the persisting-L2 reset (kernelsmith/evaluate/measuring/persisting_l2.py), and
-what the reset says where there is none. The reset itself runs on a GPU (tests/test_evaluate_cuda.py)."""
+what the reset says where there is none. The reset itself runs on a GPU (tests/evaluate/test_evaluate_cuda.py)."""
 
 from __future__ import annotations
 

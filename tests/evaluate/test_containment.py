@@ -16,7 +16,7 @@ from kernelsmith.errors import UserError
 from kernelsmith.evaluate.sandboxing import containment, landlock, seccomp
 from kernelsmith.evaluate.sandboxing.isolation import bwrap_works
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _child(code: str, tmp_path: Path) -> dict:

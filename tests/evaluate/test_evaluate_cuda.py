@@ -15,7 +15,7 @@ from kernelsmith.task import Task
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX_TASK = Task.from_file(ROOT / "examples/softmax/task.py")
 SOFTMAX_TRITON = (ROOT / "examples/softmax/triton_softmax.py").read_text()
 

@@ -60,7 +60,7 @@ def test_evolve_progress_quiet_and_runs_listing(tmp_path):
     rows = json.loads(ks("runs", runs, "--json").stdout.strip().splitlines()[-1])
     assert [(r["task"], r["iterations_done"], r["programs"]) for r in rows] == [("elementwise_task", 2, 3)]
     assert rows[0]["best_speedup"] > 0 and rows[0]["run_dir"].endswith("elementwise")
-    missing = ks("runs", tmp_path / "nowhere")  # no runs yet: an empty listing (tests/test_cli_messages.py)
+    missing = ks("runs", tmp_path / "nowhere")  # no runs yet: an empty listing (tests/cli/test_cli_messages.py)
     assert missing.returncode == 0 and "no runs yet" in missing.stdout, missing.stderr
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-DEVICE = Path(__file__).resolve().parents[1] / "benchmarks" / "device"
+DEVICE = Path(__file__).resolve().parents[2] / "benchmarks" / "device"
 sys.path.insert(0, str(DEVICE))
 
 import proof  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from kernelsmith.evolve import tuner, tuner_launch, tuner_search
 from kernelsmith.evolve.tuner import Param
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "tests" / "cases"
 POW2_FROM_256 = (256, 512, 1024, 2048, 4096, 8192, 16384)
 DOT_RANGE = (16, 32, 64, 128, 256)

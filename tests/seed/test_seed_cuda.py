@@ -20,7 +20,7 @@ from kernelsmith.task import Task
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONV_TASK = REPO / "benchmarks/kernelbench/problems/level2/71_Conv2d_Divide_LeakyReLU.py"  # one of the two
 FLOAT32_CONV_ERROR = 1e-4  # float32 sums of 72 products land ~1e-6 off float64; TF32 ~1e-3
 

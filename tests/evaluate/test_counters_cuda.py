@@ -17,7 +17,7 @@ from kernelsmith.task import Task
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KB = ROOT / "benchmarks/kernelbench"
 RELU_BYTES = 2 * 4096 * 393216 * 4
 

@@ -15,7 +15,7 @@ from kernelsmith.evaluate.pool import EvalPool
 from kernelsmith.evaluate.result import Status
 from kernelsmith.task import Task
 
-CASES = Path(__file__).parent / "cases" / "cpp"
+CASES = Path(__file__).resolve().parents[1] / "cases" / "cpp"
 TASK = Task.from_file(CASES / "task_relu.py")
 # Well under one build (~30 s here): a verdict of `correct` shows the build was not on this clock.
 TIMEOUT = 15.0

@@ -158,7 +158,7 @@ def test_eval_json_softmax():
 
 
 def test_eval_small_reads_the_task_as_evolve_and_bench_do():
-    # --small goes through task_sizes.load_task (tests/test_suite_tasks.py: the cut itself); a
+    # --small goes through task_sizes.load_task (tests/suite/test_suite_tasks.py: the cut itself); a
     # task without CPU_SIZES is refused before anything is evaluated.
     p = ks("eval", SOFTMAX_TASK, SOFTMAX_CANDIDATE, "--device", "cpu", "--small", timeout=60)
     assert_usage_error(p, f"{SOFTMAX_TASK} declares no CPU_SIZES, so --small cannot shrink it")
