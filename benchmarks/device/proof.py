@@ -177,6 +177,17 @@ def take(src: Path, dst: Path = RESULTS) -> int:
     return 0
 
 
+def missing_dependencies() -> list[str]:
+    """pyproject's dependencies that this Python cannot find (the card's image lacks some, and a step
+    that imports one late would fail minutes in: tenacity did on 2026-12-06)."""
+    import re
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0] for d in deps]
+    return [n for n in names if _version(n) == "-"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="where this call writes (proof/ under it) [default: $OUT]")
@@ -198,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         print(plan(state, STEPS))
         return 0
     assert out_root is not None
+    if not args.dry_run and (missing := missing_dependencies()):
+        print(f"[proof] not run: the card lacks {', '.join(missing)} (add their wheels to .whl: docs/benchmarks.md)")
+        return 2
     t0 = time.monotonic()
     device = "cpu" if args.dry_run else "cuda"
     out = out_root / "proof"

@@ -140,7 +140,9 @@ def llama(batch: int) -> Callable[[Ctx], Outcome]:
             f"Tuning (each seed's last lines):\n\n```\n{tune}\n```\n"
         )
         first = summary.splitlines()[0] if summary else ""
-        return Outcome(script_status(ran.rc), first[:200] or "no summary", body)
+        # no apply.json: the step proved nothing (a tool missing on the card, a crash), so it is retried
+        status = script_status(ran.rc) if (out / "apply.json").is_file() else "error"
+        return Outcome(status, first[:200] or "no summary", body)
 
     return run
 
