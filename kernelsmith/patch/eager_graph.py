@@ -73,6 +73,10 @@ class Traced:
         fake = next((x.fake_mode for x in inputs if isinstance(x, FakeTensor)), None)
         with enable_python_dispatcher(), fake if fake is not None else nullcontext():
             self.aten = make_fx(recorder.run, select_decomp_table(), tracing_mode="real")(*inputs)
+        # A decomposition may trace work it then drops (Inductor's mm upcasts a bf16 operand to float32,
+        # then returns NotImplemented): a call that runs as its aten ops must not run that dead work (seen
+        # on an H100: every split bf16 linear copied its weight to float32, 2.5x the step's device time).
+        self.aten.graph.eliminate_dead_code()
         self._remove_noops()
 
     def _remove_noops(self) -> None:

@@ -128,10 +128,12 @@ def inline_calls(graph: fx.Graph, kops: list) -> int:
         if kop.inline_why is not None or any(not isinstance(v, torch.Tensor) for v in vals):
             continue
         key = tuple((tuple(v.shape), tuple(v.stride()), v.dtype, v.device) for v in vals)
-        traced = kop.inlined.get(key)
+        mode = detect_fake_mode(vals)
+        cache = kop.inlined.setdefault(mode, {}) if mode is not None else {}
+        traced = cache.get(key)
         if traced is None:
             try:
-                traced = kop.inlined[key] = trace(kop, vals[: len(call.args[0])], vals[len(call.args[0]) :])
+                traced = cache[key] = trace(kop, vals[: len(call.args[0])], vals[len(call.args[0]) :])
             except Exception as exc:  # noqa: BLE001 - whatever it raises, the kernel keeps its operator
                 kop.inline_why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
                 continue

@@ -20,6 +20,7 @@ keeps calling it after `patch.remove()`: it runs the region's own ops then (its 
 import hashlib
 import re
 import secrets
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,9 @@ class KernelOp:
         self.live: Callable[[], bool] = lambda: True  # the patch is active (graphs compiled now take the region)
         self.compiles: Any = set()  # the compiles that traced the patched model (its graphs take the region)
         self.graph: Any = None  # the region as Inductor's graphs hold it (graph_pass.Region), traced when first needed
-        self.inlined: dict[tuple, Any] = {}  # the kernel's own graph by its call's layout (inline.py)
+        # the kernel's own graph by its call's layout, per compile's fake mode (inline.py): a graph's
+        # values are fake tensors of the compile that traced it, which another compile cannot splice
+        self.inlined: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
         self.inline_why: str | None = None  # why the kernel keeps its operator in compiled graphs (None: it may not)
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
