@@ -1,0 +1,85 @@
+"""Probe (CUDA): where a patched forward's device time goes, kernel by kernel, beside the model's own.
+
+Captures ENTRY, patches it with the Llama example's own seeds (examples/llama_decode/seeds.py, no
+search, no judge: the kernels as written), and profiles 10 forwards of each model in eager mode, then
+prints both kernel tables (device time per forward) and what the patch took. Written for the Llama
+step's eager check on an H100 (2026-12-06), whose device time moved 1.01x where the kernels' verdicts
+predicted 1.11x: which kernels the patched forward runs that the prediction does not expect.
+
+    python benchmarks/probes/patch_profile.py [ENTRY] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: a dry run of the plumbing
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples/llama_decode")]
+
+
+def table(model, made, reps: int = 10) -> tuple[float, list[tuple[str, float, float]]]:
+    """(device ms per forward, [(kernel, ms per forward, calls per forward)]) over `reps` forwards."""
+    with torch.no_grad():
+        for _ in range(3):
+            model(*made.args, **copy.deepcopy(made.kwargs))
+        torch.cuda.synchronize() if DEV == 'cuda' else None
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CUDA if DEV == 'cuda' else torch.profiler.ProfilerActivity.CPU]
+        ) as prof:
+            for _ in range(reps):
+                model(*made.args, **copy.deepcopy(made.kwargs))
+            torch.cuda.synchronize() if DEV == 'cuda' else None
+    rows: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA or (DEV == 'cpu' and e.name.startswith('aten::')):
+            r = rows.setdefault(e.name[:90], [0.0, 0.0])
+            r[0] += (e.device_time if DEV == 'cuda' else e.cpu_time) / 1e3 / reps
+            r[1] += 1 / reps
+    listed = sorted(((k, v[0], v[1]) for k, v in rows.items()), key=lambda r: -r[1])
+    return sum(r[1] for r in listed), listed
+
+
+def main() -> int:
+    from kernelsmith.apply.patch_dir import Chosen, write_patch
+    from kernelsmith.capture.entry import call_entry
+    from kernelsmith.capture.run import capture
+    from kernelsmith.patch.install import install
+    from seeds import seed_for
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("entry", nargs="?", default=str(ROOT / "examples/llama_decode/model.py:decode_step"))
+    ap.add_argument("--out", type=Path, default=Path("/tmp/patch_profile"))
+    args = ap.parse_args()
+    cap = args.out / "capture"
+    capture(args.entry, cap, device=DEV, forwards=3)
+    manifest = json.loads((cap / "capture.json").read_text())
+    kept = []
+    for task in manifest["tasks"]:
+        source = seed_for(cap / task["file"]) if task["file"] else None
+        if source:
+            chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 1.0, 1)
+            kept.append((chosen, source, task))
+    write_patch(args.out / "patch", cap, manifest, kept)
+    made = call_entry(args.entry, DEV)
+    twin = copy.deepcopy(made.model)
+    patch = install(made.model, args.out / "patch")
+    for name, model in (("model", twin), ("patched", made.model), ("model again", twin), ("patched again", made.model)):
+        total, rows = table(model, made)
+        print(f"\n## {name}: {total * 1e3:.1f} us of kernels per forward")
+        for k, ms, calls in rows[:40]:
+            print(f"{ms * 1e3:9.2f} us {calls:5.1f}x  {k}")
+    print("\ntaken per forward (all profiled forwards):", {k: c.fired for k, c in patch.counts.items()})
+    for name in patch.counts:
+        print(f"{name}: {patch.served(name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
