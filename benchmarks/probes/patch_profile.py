@@ -6,6 +6,11 @@ prints both kernel tables (device time per forward) and what the patch took. Wri
 step's eager check on an H100 (2026-12-06), whose device time moved 1.01x where the kernels' verdicts
 predicted 1.11x: which kernels the patched forward runs that the prediction does not expect.
 
+The same profile is then taken with a patch that leaves out the kernels whose regions need the
+model's top-level forward traced (a cover of depth <= 1: '' or 'model'): TorchDynamo runs library code
+down its compiling branches (transformers builds an explicit attention mask there), which the first
+H100 profile suggested costs more than those kernels save.
+
     python benchmarks/probes/patch_profile.py [ENTRY] [--out DIR]
 """
 
@@ -47,11 +52,12 @@ def table(model, made, reps: int = 10) -> tuple[float, list[tuple[str, float, fl
 
 
 def main() -> int:
+    from seeds import seed_for
+
     from kernelsmith.apply.patch_dir import Chosen, write_patch
     from kernelsmith.capture.entry import call_entry
     from kernelsmith.capture.run import capture
     from kernelsmith.patch.install import install
-    from seeds import seed_for
 
     ap = argparse.ArgumentParser()
     ap.add_argument("entry", nargs="?", default=str(ROOT / "examples/llama_decode/model.py:decode_step"))
@@ -66,18 +72,29 @@ def main() -> int:
         if source:
             chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 1.0, 1)
             kept.append((chosen, source, task))
-    write_patch(args.out / "patch", cap, manifest, kept)
+    shallow = {c.name for c, _, t in kept if any(cover.count(".") < 1 for cover in t.get("covers") or [""])}
     made = call_entry(args.entry, DEV)
     twin = copy.deepcopy(made.model)
-    patch = install(made.model, args.out / "patch")
-    for name, model in (("model", twin), ("patched", made.model), ("model again", twin), ("patched again", made.model)):
-        total, rows = table(model, made)
-        print(f"\n## {name}: {total * 1e3:.1f} us of kernels per forward")
-        for k, ms, calls in rows[:40]:
-            print(f"{ms * 1e3:9.2f} us {calls:5.1f}x  {k}")
-    print("\ntaken per forward (all profiled forwards):", {k: c.fired for k, c in patch.counts.items()})
-    for name in patch.counts:
-        print(f"{name}: {patch.served(name)}")
+    for variant, picks in (
+        ("all seeds", kept),
+        (f"without {sorted(shallow)}", [k for k in kept if k[0].name not in shallow]),
+    ):
+        if not picks:
+            continue
+        out = args.out / f"patch{len(variant)}"
+        write_patch(out, cap, manifest, picks)
+        model = copy.deepcopy(twin)
+        patch = install(model, out)
+        print(f"\n# {variant}")
+        for name, m in (("model", twin), ("patched", model), ("model again", twin), ("patched again", model)):
+            total, rows = table(m, made)
+            print(f"\n## {name}: {total * 1e3:.1f} us of kernels per forward")
+            for k, ms, calls in rows[:40]:
+                print(f"{ms * 1e3:9.2f} us {calls:5.1f}x  {k}")
+        print("\ntaken (all profiled forwards):", {k: c.fired for k, c in patch.counts.items()})
+        for name in patch.counts:
+            print(f"{name}: {patch.served(name)}")
+        patch.remove()
     return 0
 
 
