@@ -398,25 +398,25 @@ def test_a_graph_timed_candidate_is_clocked_over_graph_replays(monkeypatch):
     assert ev.flags == {}
 
 
-def test_the_judge_hands_its_memory_back_before_the_sandbox_makes_its_batch(monkeypatch):
+@pytest.mark.parametrize("armed", [True, False])
+def test_the_judge_hands_its_memory_back_before_the_sandbox_makes_its_batch(monkeypatch, armed: bool):
     """The harness's cost is measured on a reference output and a batch's inputs: on a multi-GB task
     the judge held them (42.8 GiB) while the sandbox armed its batch, which ran out of memory. The
-    judge releases them before each batch is sent, graph-armed or call by call."""
-    for armed in (True, False):
-        ev = _graph_evaluation(monkeypatch)
-        sb = GraphSandbox(per_go_s=0.0085, armed=armed)
-        events: list[str] = []
-        ev.j.release_cached_memory = lambda: events.append("release")  # type: ignore[method-assign]
-        sent = sb.send
-        sb.send = lambda msg: events.append(msg["op"]) or sent(msg)  # type: ignore[method-assign]
-        if not armed:
-            monkeypatch.setattr(ev, "_one_batch", lambda sb, calls, harness: (sb.send({"op": "batch"}), (1.0, 1, 2, []))[1])
-            monkeypatch.setattr(ev, "_verify", lambda *a: None)
-        ev._batch(sb, ev.cand)
-        batches = [i for i, e in enumerate(events) if e == "batch"]
-        assert len(batches) >= (1 if armed else 3), events  # unarmed: the graph's try, then batches call by call
-        assert all(events[i - 1] in ("release", "batch") for i in batches), events  # nothing held in between
-        assert events[batches[0] - 1] == "release" and (armed or events[batches[1] - 1] == "release"), events
+    judge releases them before each batch is sent, graph-armed or (unarmed) call by call."""
+    ev = _graph_evaluation(monkeypatch)
+    sb = GraphSandbox(per_go_s=0.0085, armed=armed)
+    events: list[str] = []
+    sent = sb.send
+    monkeypatch.setattr(ev.j, "release_cached_memory", lambda: events.append("release"))
+    monkeypatch.setattr(sb, "send", lambda msg: events.append(msg["op"]) or sent(msg))
+    if not armed:
+        monkeypatch.setattr(ev, "_one_batch", lambda sb, calls, harness: (sb.send({"op": "batch"}), (1.0, 1, 2, []))[1])
+        monkeypatch.setattr(ev, "_verify", lambda *a: None)
+    ev._batch(sb, ev.cand)
+    batches = [i for i, e in enumerate(events) if e == "batch"]
+    assert len(batches) >= (1 if armed else 3), events  # unarmed: the graph's try, then batches call by call
+    assert all(events[i - 1] in ("release", "batch") for i in batches), events  # nothing held in between
+    assert events[batches[0] - 1] == "release" and (armed or events[batches[1] - 1] == "release"), events
 
 
 def test_a_forged_time_is_overruled_after_as_many_batches_again(monkeypatch):
