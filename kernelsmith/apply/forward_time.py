@@ -1,7 +1,8 @@
 """The forward's time before and after a patch, measured as `capture` measures it (one definition).
 
-The forward's device time is what capture's profile reads (capture/profile.py): the kernels launched
-under a profiler range around the forward, summed from the range's event on the CPU. Never the range's
+The forward's device time is what capture's profile reads (capture/profile.py read_times): the device
+time of every kernel, copy and fill in the profile of the one forward (a Triton kernel a patch launches
+from Python may be linked to no range, so the range's own device time can miss it). Never a range's
 mirror on the GPU timeline: that spans from the first kernel to the last, the host's gaps between
 launches included, and at batch 1 the gaps are most of it (the Llama decode step's 5.4 ms of span held
 0.65 ms of kernels). Beside it, the wall time without the profiler, as capture measures it

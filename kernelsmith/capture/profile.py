@@ -2,8 +2,9 @@
 
 The ranking comes from several profiled forwards (torch.profiler, a record_function range around each
 op, opened by a dispatch mode that numbers the ops as the tape does): per op, on CUDA the device time
-of the kernels launched under its range, on the CPU the range's CPU time; the forward's total is the
-same measure over one range around the whole forward (on the CPU, less the mode's own bookkeeping), and
+of the kernels launched under its range, on the CPU the range's CPU time; the forward's total is, on
+CUDA, every kernel the profile of the one forward holds (read_times), on the CPU the same measure over
+one range around the whole forward (on the CPU, less the mode's own bookkeeping), and
 on the CPU the forward profiled once more without the per-op ranges (`forward_us`: the time apply's
 profile of a forward reads).
 One profiled forward is a noisy sample (a busy machine moves ranks), so capture keeps every forward's
@@ -68,10 +69,26 @@ def profiling(device: str) -> Iterator[profile]:
 
 
 def read_times(prof: profile, n_ops: int, device: str, overhead_us: float) -> OpTimes:
+    """One profiled forward's times: each numbered range's and the whole forward's. On CUDA the
+    forward's device time is every kernel, copy and fill the profile holds (the profile holds the one
+    forward), not the device time the profiler links to the forward's range: a kernel launched outside
+    any torch op (a Triton kernel called from a patch's Python) may be linked to no range (on an H100 a
+    patch's ranges read 0.0 ms for its Triton kernels, 2026-12-06), and would vanish from the total."""
     per_op = [0.0] * n_ops
     total = 0.0
-    for e in prof.events() or []:
-        if e.device_type != DeviceType.CPU:  # the ranges' mirrors on the GPU timeline
+    events = list(prof.events() or [])
+    if device == "cuda":
+        ranges = {e.name for e in events if getattr(e, "is_user_annotation", False)} | {FORWARD}
+        launched = sum(
+            e.device_time_total
+            for e in events
+            if e.device_type != DeviceType.CPU
+            and not getattr(e, "is_user_annotation", False)
+            and not e.name.startswith(_OP)
+            and e.name not in ranges  # a range's mirror on the GPU timeline spans gaps, not work
+        )
+    for e in events:
+        if e.device_type != DeviceType.CPU:  # the kernels (counted above) and the ranges' mirrors
             continue
         t = e.device_time_total if device == "cuda" else e.cpu_time_total
         if e.name == FORWARD:
@@ -82,6 +99,8 @@ def read_times(prof: profile, n_ops: int, device: str, overhead_us: float) -> Op
                 per_op[index] = t
     if device != "cuda":
         total = max(total, sum(per_op))
+    else:
+        total = max(total, launched)
     return OpTimes(per_op, total, "device time" if device == "cuda" else "CPU time")
 
 
