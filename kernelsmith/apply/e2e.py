@@ -179,7 +179,8 @@ def check(
         fired = once if mode != "eager" else {name: c.fired / len(inputs) for name, c in patch.counts.items()}
         yard = yardstick or Yardstick(None, why="none was made for this check")
         outputs = judge(refs, gots, yard.outputs or None, yard.dtype, WHOSE[mode], atol, rtol, yard.why)
-        skipped = dict(patch.skipped) | (dict(patch.eager_only) if mode != "eager" else {})
+        compiled_out = {n: k.compile_why for n, k in patch.ops.items() if k.compile_why}
+        skipped = dict(patch.skipped) | (dict(patch.eager_only) | compiled_out if mode != "eager" else {})
         result = E2E(
             outputs_match=outputs.ok,
             mismatch=outputs.mismatch,

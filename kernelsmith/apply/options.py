@@ -32,7 +32,8 @@ class ApplyOptions(BaseModel):
         default=None,
         ge=0,
         description="A run's best kernel is left out below this verdict speedup (None: 1, or 0 for a CPU "
-        "capture, whose runs time Triton's interpreter).",
+        "capture, whose runs time Triton's interpreter); below it against torch.compile, compiled graphs "
+        "keep Inductor's own code for its regions (the kernel serves eager mode only).",
     )
     accept_slower: Literal["none", "eager", "all"] = Field(
         default="none",

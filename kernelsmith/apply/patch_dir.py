@@ -83,6 +83,8 @@ class Chosen:
     why: str | None = None  # None: in the patch
     iteration: int | None = None  # the search iteration that made it
     noise: float = 0.0  # the relative noise of its verdict speedup (evaluate/measuring/noise.py)
+    speedup_vs_compile: float | None = None  # its verdict against torch.compile of the task (None: not measured)
+    compile_why: str | None = None  # None: compiled graphs take it too; else why torch.compile keeps its own code
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -134,6 +136,12 @@ def choose(
         else:
             chosen.speedup, chosen.program, chosen.iteration = best.speedup, best.id, best.iteration
             chosen.noise = speedup_noise(best.eval)
+            chosen.speedup_vs_compile = best.speedup_vs_compile
+            if best.speedup_vs_compile is not None and best.speedup_vs_compile < min_speedup:
+                chosen.compile_why = (
+                    f"torch.compile keeps its own code for its regions: the kernel's verdict is "
+                    f"{best.speedup_vs_compile:.3g}x torch.compile's, below --min-speedup {min_speedup:g}"
+                )
             if best.speedup is None or best.speedup < min_speedup:
                 speedup = f"{best.speedup or 0:.3g}x"
                 chosen.why = f"its best kernel's speedup {speedup} is below --min-speedup {min_speedup:g}"
@@ -172,6 +180,8 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
                 run_dir=chosen.run_dir,
                 program=chosen.program,
                 iteration=chosen.iteration,
+                speedup_vs_compile=chosen.speedup_vs_compile,
+                compile_why=chosen.compile_why,
             )
         )
     spec = dict(entry=manifest["entry"], device=manifest.get("device", "cpu"), kernels=entries)

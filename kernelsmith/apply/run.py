@@ -56,6 +56,8 @@ class Applied:
 
     def _failure(self, e: E2E) -> str | None:
         applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
+        if not applied and e.mode != "eager" and any(c.why is None and c.compile_why for c in self.kernels):
+            return None  # every kernel loses to torch.compile's own code: compiled graphs stay the model's
         if not applied:
             why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
             return f"no kernel could be substituted, so the patch does nothing ({why})"
@@ -88,7 +90,12 @@ class Applied:
         if self.failure is not None:
             return False, self.failure
         rule = lambda e: "within the flat tolerance" if e.outputs_rule == FLAT else "within the model's own error"
-        said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, its kernels took their regions" for e in checks)
+        took = lambda e: (
+            "its kernels took their regions"
+            if any(c.why is None and c.name not in e.skipped for c in self.kernels)
+            else "torch.compile keeps its own code (no kernel's verdict beats it)"
+        )
+        said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, {took(e)}" for e in checks)
         accepted = "; ".join(f"{s.line} ({s.accepted})" for s in self.slower)
         return True, f"{said}, but the patched forward is slower: {accepted}" if accepted else said
 

@@ -108,7 +108,7 @@ def apply_cmd(
         "--min-speedup",
         min=0.0,
         help="leave out kernels whose verdict speedup is below this (default 1; 0 for a CPU capture, whose runs time "
-        "Triton's interpreter)",
+        "Triton's interpreter); below it against torch.compile, a kernel serves eager mode only",
     ),
     accept_slower: Slower = typer.Option(
         Slower.none,

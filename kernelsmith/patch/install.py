@@ -177,7 +177,9 @@ class Patch:
             ways.append(f"in eager mode the traced forward of {', '.join(traced)} calls it in its regions' place")
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
-        ways.append(self.eager_only.get(name) or "torch.compile compiles it into its graphs (inline.py)")
+        kop = self.ops.get(name)
+        compiled = kop.compile_why if kop is not None and kop.compile_why else None
+        ways.append(self.eager_only.get(name) or compiled or "torch.compile compiles it into its graphs (inline.py)")
         return "; ".join(ways)
 
     def remove(self) -> None:
@@ -268,16 +270,18 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     )
     patch = Patch(model, dispatch)
     patch.merged, patch.skipped = merged, skipped
+    entries = {e["name"]: e for e in spec["kernels"]}
     for name, kernel in dispatch.kernels.items():
         why = op_ready(kernel.pattern, kernel.written)
         if why is None:
             patch.ops[name] = kop = KernelOp(name, kernel, dispatch)
             kop.live = lambda: patch.active
             kop.compiles = patch.compiles
+            kop.compile_why = entries[name].get("compile_why")
         else:
             patch.eager_only[name] = why
     if patch.ops:
-        graph_pass.activate(list(patch.ops.values()))
+        graph_pass.activate([k for k in patch.ops.values() if k.compile_why is None])
         patch.unguard = _guard(model, patch)
     _serve(patch, model, [e for e in spec["kernels"] if e["name"] in built])
     return patch

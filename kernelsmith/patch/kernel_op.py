@@ -90,6 +90,9 @@ class KernelOp:
         # values are fake tensors of the compile that traced it, which another compile cannot splice
         self.inlined: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
         self.inline_why: str | None = None  # why the kernel keeps its operator in compiled graphs (None: it may not)
+        # why compiled graphs keep the model's own code for its regions (patch.json's compile_why: its verdict
+        # loses to torch.compile's code); None: torch.compile takes its regions too
+        self.compile_why: str | None = None
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
         plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]

@@ -160,7 +160,7 @@ class Swap:
         mode = kop.dispatch
 
         def body(*args, **kwargs):
-            if kwargs or len(args) != n or not live():
+            if kwargs or len(args) != n or not live() or (kop.compile_why and torch.compiler.is_compiling()):
                 return original(*args, **kwargs)
             for x, (shape, stride, dtype) in zip(args, metas):
                 if not isinstance(x, torch.Tensor) or x.shape != shape or x.stride() != stride or x.dtype != dtype:

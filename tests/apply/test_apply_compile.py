@@ -18,9 +18,12 @@ import torch
 from conftest import OpsRan
 from test_apply import HONEST, KS, LLAMA, _patch, _run, block  # noqa: F401  (block: the fixture)
 
-from kernelsmith.apply.patch_dir import Chosen, write_patch
+from kernelsmith.apply.patch_dir import Chosen, choose, write_patch
+from kernelsmith.apply.run import apply_runs
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.run import capture
+from kernelsmith.evolve.program import Program
+from kernelsmith.evolve.store import RunStore
 from kernelsmith.patch.install import install
 
 
@@ -235,6 +238,42 @@ def test_a_second_compile_of_the_patched_model_traces_its_kernels_anew(block, tm
     kop = patch.ops[name]
     assert patch.counts[name].fired == 2 and kop.inline_why is None
     assert len(traces) == 2  # once per compile, each on its own fake tensors
+
+
+def test_a_kernel_slower_than_torch_compile_serves_eager_mode_only(block, tmp_path: Path):  # noqa: F811
+    """A kernel's verdict against eager decides whether it serves eager mode; its verdict against
+    torch.compile, whether compiled graphs take its regions (on an H100 the Llama step's kernels, each
+    faster than eager, made the compiled step 5% slower than Inductor's own code for their regions)."""
+    entry, cap, manifest, task = block
+    runs = []
+    for name, vs_compile in (("loses", 0.8), ("wins", 1.3)):
+        store = RunStore(tmp_path / name)
+        store.set_meta("task_source", (cap / task["file"]).read_text())
+        store.add(Program(0, 0, "tune", HONEST, "correct", correct=True, speedup=2.0, speedup_vs_compile=vs_compile))
+        store.close()
+        runs.append(tmp_path / name)
+    ((loses, code, _),) = choose(runs[:1], cap, manifest, 1.0)
+    ((wins, _, _),) = choose(runs[1:], cap, manifest, 1.0)
+    assert wins.compile_why is None and loses.why is None and code is not None
+    assert loses.compile_why is not None and "0.8x torch.compile's" in loses.compile_why
+    write_patch(tmp_path / "p", cap, manifest, [(loses, code, task)])
+    made = call_entry(entry, "cpu")
+    model, (x,) = made.model, made.args
+    with torch.no_grad():
+        want = model(x)
+    patch = install(model, tmp_path / "p")
+    name = loses.name
+    assert patch.served(name).endswith(loses.compile_why)
+    with torch.no_grad():
+        assert torch.allclose(torch.compile(model)(x), want, atol=1e-5)
+        assert patch.counts[name].fired == 0  # Inductor's own code for the region
+        assert torch.allclose(model(x), want, atol=1e-5) and patch.counts[name].fired == 1  # eager: the kernel
+    applied = apply_runs(runs[:1], cap, tmp_path / "checked", modes=("eager", "compile"), reps=2, min_speedup=1.0)
+    passed, reason = applied.verdict()
+    assert passed or "slower" in reason, reason  # CPU times may say slower; the regions' part must not fail
+    compiled = next(e for e in applied.checks if e.mode == "compile")
+    assert compiled.skipped.get(name) == loses.compile_why and compiled.outputs_match
+    assert "never took its region" not in reason and "does nothing" not in reason
 
 
 def test_where_inductor_does_not_say_which_graphs_are_inference_the_graph_decides(block, tmp_path, monkeypatch):  # noqa: F811
