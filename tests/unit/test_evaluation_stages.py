@@ -405,9 +405,21 @@ def test_the_judge_hands_its_memory_back_before_the_sandbox_makes_its_batch(monk
     judge releases them before each batch is sent, graph-armed or (unarmed) call by call."""
     ev = _graph_evaluation(monkeypatch)
     sb = GraphSandbox(per_go_s=0.0085, armed=armed)
+    import weakref
+
     events: list[str] = []
-    sent = sb.send
-    monkeypatch.setattr(ev.j, "release_cached_memory", lambda: events.append("release"))
+    sent, run_reference, probes = sb.send, ev.j.run_reference, []
+
+    def reference(*a):  # the judge's reference outputs, watched: each must be gone when memory goes back
+        inputs, out = run_reference(*a)
+        probes.append(weakref.ref(out))
+        return inputs, out
+
+    def release():
+        events.append("release" if all(p() is None for p in probes) else "release while held")
+
+    monkeypatch.setattr(ev.j, "run_reference", reference)
+    monkeypatch.setattr(ev.j, "release_cached_memory", release)
     monkeypatch.setattr(sb, "send", lambda msg: events.append(msg["op"]) or sent(msg))
     if not armed:
         monkeypatch.setattr(ev, "_one_batch", lambda sb, calls, harness: (sb.send({"op": "batch"}), (1.0, 1, 2, []))[1])

@@ -145,7 +145,8 @@ class TimingStages:
             one_set = roofline.tensor_bytes(make_inputs(self.task, 0, j.device))
             sets = judge_clock.graph_batch_sets(calls, one_set)
             overhead_ms, harness = j.graph_batch_overhead(self.task, probe, calls, sets)
-            probe = self._hand_back(probe)
+            probe = None  # the judge's last reference to it: freed before the memory goes back
+            self._hand_back()
             sb.send({"op": "batch", "calls": calls, "graph": True, "sets": sets})
             msg = self._wait(sb, "judge-timed calls")
             if msg.get("op") == "unarmed":  # the batch could not be captured: calls one by one, said
@@ -158,7 +159,8 @@ class TimingStages:
             calls = judge_clock.batch_calls(j.device, cand.median_ms)
             sets = calls
             overhead_ms, harness = j.batch_overhead(self.task, probe, calls)
-            probe = self._hand_back(probe)
+            probe = None
+            self._hand_back()
         if unarmed is not None:
             self.clock_note = f"the judge's batch could not be captured in a CUDA graph ({unarmed}): timed call by call"
         runs: list[tuple[float, int, int, list]] = []
@@ -188,12 +190,11 @@ class TimingStages:
             batches=len(runs),
         )
 
-    def _hand_back(self, probe: Any) -> None:
-        """The judge's memory back to the GPU before the sandbox makes its batch: the harness's cost is
-        measured on the reference's output and a batch's inputs, which on a multi-GB task the judge
-        held while the sandbox armed its batch (KernelBench's 36_RMSNorm_: 42.8 GiB in the judge, the
-        sandbox out of memory, polled on an H100, benchmarks/results/archive/probe_judge_memory_polled_*)."""
-        del probe
+    def _hand_back(self) -> None:
+        """The judge's memory back to the GPU before the sandbox makes its batch (the caller has dropped
+        the reference output it measured the harness on): on a multi-GB task the judge held it and a
+        batch's inputs while the sandbox armed its batch (KernelBench's 36_RMSNorm_: 42.8 GiB in the
+        judge, the sandbox out of memory, polled on an H100, benchmarks/results/archive/probe_judge_memory_polled_*)."""
         self.j.release_cached_memory()
         self.j.memory_note("judge-timed batch sent")
 
