@@ -139,12 +139,31 @@ def llama(batch: int) -> Callable[[Ctx], Outcome]:
             f"TUNE_LIMIT=60 s per seed):\n\n```\n{summary}\n```\n\n"
             f"Tuning (each seed's last lines):\n\n```\n{tune}\n```\n"
         )
+        body += _kernels_line(out / "apply.json")
         first = summary.splitlines()[0] if summary else ""
         # no apply.json: the step proved nothing (a tool missing on the card, a crash), so it is retried
         status = script_status(ran.rc) if (out / "apply.json").is_file() else "error"
         return Outcome(status, first[:200] or "no summary", body)
 
     return run
+
+
+def _kernels_line(applied: Path) -> str:
+    """Each kernel's verdict and the search iteration that made it (0: the seed as written, the tuner's
+    time ran out before it tried anything: seen on 2026-12-06 at 60 s a seed)."""
+    try:
+        kernels = json.loads(applied.read_text())["kernels"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    rows = [
+        f"| {k['name']} | {k.get('speedup') or 0:.3g}x | {k.get('iteration')} | {k.get('why') or 'in the patch'} |"
+        for k in kernels
+    ]
+    head = (
+        "\nKernels (iteration 0: the seed as written, untuned):\n\n"
+        "| kernel | verdict | iteration | |\n| --- | --- | --- | --- |\n"
+    )
+    return head + "\n".join(rows) + "\n"
 
 
 # ---- 5. issue 28's microsecond table ------------------------------------------------------------
