@@ -44,9 +44,11 @@ def test_a_kernel_linked_to_no_range_still_counts_in_the_forward_and_mirrors_nev
         _gpu(FORWARD, 900.0, annotation=True),  # the forward's mirror: first kernel to last, gaps and all
         _gpu(f"{_OP}0", 300.0, annotation=True),
         _gpu(f"{_OP}1", 50.0),  # a mirror the profiler did not mark: known by its range's name
+        _cpu("triton_poi_fused_add_0", 0.0, annotation=False),  # Inductor's range around its launch...
+        _gpu("triton_poi_fused_add_0", 2.0),  # ...named as its kernel, which counts
     )
     times = read_times(prof, 2, "cuda", 0.0)  # pyright: ignore[reportArgumentType]
-    assert times.total_us == 15.0 and times.per_op_us == [10.0, 0.0]
+    assert times.total_us == 17.0 and times.per_op_us == [10.0, 0.0]
 
 
 def test_where_every_kernel_is_linked_the_forward_reads_as_before():
