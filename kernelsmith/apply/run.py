@@ -54,8 +54,12 @@ class Applied:
                 return why if e.mode == "eager" else f"{e.mode}: {why}"
         return None
 
+    def _applied(self, e: E2E) -> list[Chosen]:
+        """The kernels in the patch that this check's mode could substitute."""
+        return [c for c in self.kernels if c.why is None and c.name not in e.skipped]
+
     def _failure(self, e: E2E) -> str | None:
-        applied = [c for c in self.kernels if c.why is None and c.name not in e.skipped]
+        applied = self._applied(e)
         if not applied and e.mode != "eager" and any(c.why is None and c.compile_why for c in self.kernels):
             return None  # every kernel loses to torch.compile's own code: compiled graphs stay the model's
         if not applied:
@@ -92,7 +96,7 @@ class Applied:
         rule = lambda e: "within the flat tolerance" if e.outputs_rule == FLAT else "within the model's own error"
         took = lambda e: (
             "its kernels took their regions"
-            if any(c.why is None and c.name not in e.skipped for c in self.kernels)
+            if self._applied(e)
             else "torch.compile keeps its own code (no kernel's verdict beats it)"
         )
         said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, {took(e)}" for e in checks)

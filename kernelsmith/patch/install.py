@@ -178,7 +178,7 @@ class Patch:
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
         kop = self.ops.get(name)
-        compiled = kop.compile_why if kop is not None and kop.compile_why else None
+        compiled = kop.compile_why if kop is not None else None
         ways.append(self.eager_only.get(name) or compiled or "torch.compile compiles it into its graphs (inline.py)")
         return "; ".join(ways)
 
