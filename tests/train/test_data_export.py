@@ -473,9 +473,13 @@ def test_sft_from_a_real_run(cpu_pool, tmp_path):
     step = next(p for p in stored if p.messages is not None)
     assert step.iteration == 1 and step.status == "correct"
 
-    result = build_sft([tmp_path / "run"])
-    row = next(r for r in result.rows if r["meta"]["program_id"] == step.id)
-    assert row["meta"]["kind"] == "improvement" and row["meta"]["gain"] > 1
+    # min_gain=0: which steps count as gains is tested on stored programs above; here the row's
+    # plumbing from a real run is, and a 2-core CI machine under load can time the bigger blocks
+    # within the interpreter's noise of the small ones (the step then drops as "within_noise").
+    result = build_sft([tmp_path / "run"], min_gain=0.0)
+    row = next((r for r in result.rows if r["meta"]["program_id"] == step.id), None)
+    assert row is not None, result.dropped
+    assert row["meta"]["kind"] == "improvement" and row["meta"]["gain"] == pytest.approx(step.speedup / stored[0].speedup)
     assert row["meta"]["parent_id"] == stored[0].id and stored[0].operator == "seed"
     assert row["messages"][:-1] == step.messages == sent[0]["messages"]
     assert row["messages"][-1] == {"role": "assistant", "content": step.response}
