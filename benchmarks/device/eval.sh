@@ -18,7 +18,7 @@ mkdir -p "$OUT"
   git log -1 --format='commit %h %s' 2>/dev/null; } | tee "$OUT/machine.log"
 if [ "$PHASE" = pytest ] || [ "$PHASE" = all ]; then
   python3 -m pytest -q -p no:cacheprovider -m cuda --durations=8 \
-    ${KS_CUDA_TESTS:-tests/evaluate/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py tests/redteam/test_escapes.py tests/seed/test_seed_cuda.py} \
+    ${KS_CUDA_TESTS:-tests/evaluate/test_evaluate_cuda.py tests/redteam/test_redteam_cuda.py tests/redteam/test_escapes.py tests/seed/test_seed_cuda.py tests/apply/test_apply_eager.py} \
     2>&1 | grep -v USDT | tee "$OUT/pytest_cuda.log" | tail -30
 fi
 if [ "$PHASE" = gate ] || [ "$PHASE" = all ]; then

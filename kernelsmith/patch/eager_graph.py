@@ -2,7 +2,7 @@
 the innermost module in whose call every op of the region runs, the views its neighbours make
 included) runs its forward through TorchDynamo with a backend that compiles nothing. Dynamo hands it the
 forward's graph of torch calls; the backend traces that graph down to aten ops (make_fx with Inductor's
-decompositions, as the region's own graph is made: graph_match.py), finds each kernel's region there,
+decompositions, as the region's own graph is made: aten_trace.py), finds each kernel's region there,
 and writes a graph of the forward's own torch calls in which the region's calls are replaced by one call
 of the kernel. The graph runs eagerly, op by op, as the module's forward did. Torch only: `kernelsmith
 apply` copies this file into the patch it writes.
@@ -24,6 +24,9 @@ reads are specialized to the region's, so the graph holds only where they are (g
 Under a dispatch mode of the caller's (a FLOP counter, a debug mode), the forward runs as it is: Dynamo
 compiles no frame under one.
 
+A trace is not an export: `torch.compiler.is_exporting()` reads False in it, as in the model's own eager
+forward, on every torch (`_export_fold`); `torch.compiler.is_compiling()` reads True, as in any trace.
+
 Gradients: a graph traced while autograd records (grad enabled and an input requires grad) keeps the
 model's ops; each run of it counts in `autograd`.
 """
@@ -33,15 +36,14 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import graph_match
+from .aten_trace import Traced
 from .kernel_op import KernelOp, instance
 
 _PATCHED = "kernelsmith_patch"  # the namespace of kernel_op's operators
@@ -54,79 +56,6 @@ class _Reject(Exception):
     def __init__(self, index: int, why: str):
         super().__init__(why)
         self.index = index
-
-
-class Traced:
-    """A Dynamo graph traced to aten ops: `aten`, each aten node's torch node (`origin`, by name), and
-    each torch node's value as aten nodes (`value`: a node, a list of them, or None)."""
-
-    def __init__(self, gm: fx.GraphModule):
-        from torch._dispatch.python import enable_python_dispatcher
-        from torch._inductor.decomposition import select_decomp_table
-        from torch.fx.experimental.proxy_tensor import make_fx
-
-        self.origin: dict[fx.Node, str] = {}
-        self.value: dict[str, Any] = {}
-        inputs = [p.meta.get("example_value") for p in gm.graph.find_nodes(op="placeholder")]
-        recorder = _Recorder(gm, self)
-        # The inputs' fake mode (Dynamo's): tensors a decomposition makes are its fakes too.
-        fake = next((x.fake_mode for x in inputs if isinstance(x, FakeTensor)), None)
-        with enable_python_dispatcher(), fake if fake is not None else nullcontext():
-            self.aten = make_fx(recorder.run, select_decomp_table(), tracing_mode="real")(*inputs)
-        # A decomposition may trace work it then drops (Inductor's mm upcasts a bf16 operand to float32,
-        # then returns NotImplemented): a call that runs as its aten ops must not run that dead work (seen
-        # on an H100: every split bf16 linear copied its weight to float32, 2.5x the step's device time).
-        self.aten.graph.eliminate_dead_code()
-        self._remove_noops()
-
-    def _remove_noops(self) -> None:
-        """Inductor's no-op removal, as the region's graph had it; a value a removed node held is its
-        source's now."""
-        from torch._inductor.fx_passes.post_grad import noop_registry, remove_noop_ops
-
-        source: dict[fx.Node, Any] = {}
-        for node in self.aten.graph.nodes:
-            if node.target in noop_registry:
-                index = noop_registry[node.target][1]
-                source[node] = node.args[index] if isinstance(index, int) else index(node.args)
-        remove_noop_ops(self.aten.graph)
-
-        def alive(node):
-            while isinstance(node, fx.Node) and getattr(node, "_erased", False):
-                node = source.get(node)
-            return node
-
-        self.value = {k: ([alive(x) for x in v] if isinstance(v, list) else alive(v)) for k, v in self.value.items()}
-
-
-class _Recorder(fx.Interpreter):
-    """Runs the torch graph under make_fx, noting which aten nodes each torch node made and its value."""
-
-    def __init__(self, gm: fx.GraphModule, traced: Traced):
-        super().__init__(gm)
-        self.traced = traced
-
-    def run_node(self, n: fx.Node) -> Any:
-        from torch.fx.experimental.proxy_tensor import get_innermost_proxy_mode, get_proxy_slot
-
-        tracer = get_innermost_proxy_mode().tracer  # pyright: ignore[reportOptionalMemberAccess]
-        before = set(tracer.graph.nodes)
-        result = super().run_node(n)
-        for made in tracer.graph.nodes:
-            if made not in before:
-                self.traced.origin[made] = n.name
-
-        def node_of(x):
-            if isinstance(x, torch.Tensor):
-                slot = get_proxy_slot(x, tracer, None)
-                return slot.proxy.node if slot is not None else None  # pyright: ignore[reportAttributeAccessIssue]
-            return None
-
-        if isinstance(result, (tuple, list)):
-            self.traced.value[n.name] = [node_of(x) for x in result]
-        else:
-            self.traced.value[n.name] = node_of(result)
-        return result
 
 
 class _Rewrite:
@@ -369,14 +298,21 @@ class Covers:
         where = f"<kernelsmith eager graph of {path or 'the model'} #{_WRAPS[0]}>"
         exec(compile(source, where, "exec"), names)
         compiled = torch.compile(names["run"], backend=self.backend)
-        live = self.live
+        live, folds = self.live, _export_fold()
+        exporting = torch.compiler.is_exporting
 
         def body(*args, **kwargs):
             # Under a dispatch mode of the caller's, Dynamo runs a frame as it is and never compiles it
             # again: the forward runs as it is there, and is traced at its first call outside one.
             if torch.compiler.is_compiling() or not live() or _get_current_dispatch_mode() is not None:
                 return original(*args, **kwargs)
-            return compiled(*args, **kwargs)
+            if folds is None:
+                return compiled(*args, **kwargs)
+            folds[exporting] = exporting()  # what a trace of this call folds it to (see _export_fold)
+            try:
+                return compiled(*args, **kwargs)
+            finally:
+                folds[exporting] = True
 
         self.wrapped.append((module, "forward" in module.__dict__, module.__dict__.get("forward"), path))
         module.forward = forwarding(original, body, by_name=False)
@@ -388,6 +324,26 @@ class Covers:
             else:
                 del module.forward
         self.wrapped = []
+
+
+def _export_fold() -> dict | None:
+    """The table TorchDynamo folds `torch.compiler.is_exporting()` from, where it folds it to True.
+
+    Dynamo of torch 2.11 folds `is_exporting()` to True in every trace, torch.compile's included (since
+    pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there:
+    transformers' `masking_utils._ignore_causal_mask_sdpa` then builds an explicit causal mask and SDPA
+    runs masked, work the model's own eager forward never does (on an H100, torch 2.11, the Llama decode
+    step's eager patch ran arange, where, expand and clone kernels and a masked SDPA beside its kernels).
+    A forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
+    `is_exporting()` says (False unless torch.export runs), then True again, so that the user's own
+    torch.compile folds as their torch does. None where the table is not there (a later torch)."""
+    try:
+        from torch._dynamo.variables.torch import tracing_state_functions
+
+        table = tracing_state_functions()
+    except Exception:  # noqa: BLE001 - a torch without the table reads the flag itself
+        return None
+    return table if table.get(torch.compiler.is_exporting) is True else None
 
 
 def _holds_region(traced: Traced, kop: KernelOp) -> bool:

@@ -479,7 +479,9 @@ def test_sft_from_a_real_run(cpu_pool, tmp_path):
     result = build_sft([tmp_path / "run"], min_gain=0.0)
     row = next((r for r in result.rows if r["meta"]["program_id"] == step.id), None)
     assert row is not None, result.dropped
-    assert row["meta"]["kind"] == "improvement" and row["meta"]["gain"] == pytest.approx(step.speedup / stored[0].speedup)
+    assert row["meta"]["kind"] == "improvement" and row["meta"]["gain"] == pytest.approx(
+        step.speedup / stored[0].speedup
+    )
     assert row["meta"]["parent_id"] == stored[0].id and stored[0].operator == "seed"
     assert row["messages"][:-1] == step.messages == sent[0]["messages"]
     assert row["messages"][-1] == {"role": "assistant", "content": step.response}
