@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .pattern import Pattern, meta, slot_meta
-from .substitute import BuiltKernel, Substitution, bind, restride, values_of
+from .substitute import BuiltKernel, Substitution, bind, output_plan, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
 
@@ -80,6 +80,7 @@ class KernelOp:
         self.pattern = pattern
         self.bases = list(dict.fromkeys(pattern.bases))  # the values it returns, in order
         self.out_meta = [slot_meta(pattern, b) for b in self.bases]
+        self._plan = output_plan(pattern)  # values_of's checks, looked up once: every eager call runs them
         self.attrs = list(pattern.params)  # the order its parameters are passed in
         self.op_name = re.sub(r"\W", "_", f"{name}_{kernel.key}")
         self.installed = True  # False after patch.remove(): the region's own ops run
@@ -175,7 +176,7 @@ class KernelOp:
         """eager()'s values where the kernel returns several, or views of them, or what the region does
         not make (which raises, saying what it returned)."""
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        values = values_of(self.pattern, outs)
+        values = values_of(self.pattern, outs, self._plan)
         result = []
         for base, (shape, stride, _) in zip(self.bases, self.out_meta):
             got = values[base]
@@ -203,7 +204,7 @@ class KernelOp:
     def _values(self, outs, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
         """The region's values from the module's outputs, laid out as recorded, sharing no memory with the
         operator's arguments or with one another (an operator's outputs are its own)."""
-        values = values_of(self.pattern, list(outs) if isinstance(outs, (tuple, list)) else [outs])
+        values = values_of(self.pattern, list(outs) if isinstance(outs, (tuple, list)) else [outs], self._plan)
         taken = {x.untyped_storage().data_ptr() for x in (*inputs, *params)}
         result = []
         for base, (shape, stride, _) in zip(self.bases, self.out_meta):

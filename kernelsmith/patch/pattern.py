@@ -6,6 +6,7 @@ value). Torch only: `kernelsmith apply` copies this file into the patch it write
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,27 +188,36 @@ def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step]]:
     return slot, unviews
 
 
-# Views that keep every element of their input: the input follows from the output (`unview`).
+# Views that keep every element of their input: the input follows from the output (`unviewer`).
 _WHOLE_VIEWS = frozenset(
     "view _unsafe_view reshape unsqueeze squeeze flatten unflatten alias detach expand transpose t permute".split()
 )
 
 
-def unview(pattern: Pattern, step: Step, got: torch.Tensor) -> torch.Tensor:
-    """The tensor that `step` (one of _WHOLE_VIEWS, after the last compute op) made `got` of."""
+def unviewer(pattern: Pattern, step: Step) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function that gives the tensor `step` (one of _WHOLE_VIEWS, after the last compute op) made its
+    argument of; what it reads of the pattern is looked up once (a kernel's every call runs it)."""
     name, args = step.func.overloadpacket.__name__, step.args[0]
     shape = slot_meta(pattern, next(x for x in pytree.tree_leaves(step.args) if isinstance(x, Slot)))[0]
     if name == "expand":  # its broadcast dimensions hold copies: keep one
-        got = got[(0,) * (got.dim() - len(shape))]
-        for d, n in enumerate(shape):
-            if n == 1 and got.shape[d] != 1:
-                got = got.narrow(d, 0, 1)
-        return got
+
+        def unexpand(got: torch.Tensor) -> torch.Tensor:
+            got = got[(0,) * (got.dim() - len(shape))]
+            for d, n in enumerate(shape):
+                if n == 1 and got.shape[d] != 1:
+                    got = got.narrow(d, 0, 1)
+            return got
+
+        return unexpand
     if name == "transpose":
-        return got.transpose(args[1], args[2])
+        return lambda got: got.transpose(args[1], args[2])
     if name == "t":
-        return got.t()
+        return lambda got: got.t()
     if name == "permute":
-        dims = [d % got.dim() for d in args[1]]
-        return got.permute([dims.index(d) for d in range(len(dims))])
-    return got.reshape(shape)
+
+        def unpermute(got: torch.Tensor) -> torch.Tensor:
+            dims = [d % got.dim() for d in args[1]]
+            return got.permute([dims.index(d) for d in range(len(dims))])
+
+        return unpermute
+    return lambda got: got.reshape(shape)

@@ -10,7 +10,7 @@ runs, a TorchDispatchMode compares the ops that arrive with the pattern. Views a
 as usual; the pattern's compute ops are not run but answered with empty tensors of the recorded shape;
 when the last compute op arrives, the kernel (`ModelNew`, bound to the real module's parameters) runs
 once on the region's real inputs and its outputs take the place of the region's (an output that the
-region makes by views after its last compute op gives the value under them: pattern.unview). A write
+region makes by views after its last compute op gives the value under them: pattern.unviewer). A write
 in place to the model's own tensors waits too, and is made after the kernel ran (match.py). An op
 outside the pattern that reads a deferred value, reads or writes a tensor whose write waits, or writes
 one of the region's inputs, or the end of the module call, first runs the deferred ops for real (the
@@ -37,7 +37,7 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .match import Deferred, Match, storage, tensors
-from .pattern import Pattern, Slot, Step, slot_meta, unview, writes
+from .pattern import Pattern, Slot, Step, slot_meta, unviewer, writes
 
 MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
 
@@ -305,24 +305,34 @@ def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Modul
     return made
 
 
-def values_of(pattern: Pattern, outs: list) -> dict[Slot, torch.Tensor]:
-    """The kernel's outputs, checked against the region's, as the values they are or are views of."""
-    if len(outs) != len(pattern.outputs):
-        raise RuntimeError(
-            f"{pattern.name}: the kernel returned {len(outs)} outputs, the region {len(pattern.outputs)}"
-        )
-    values: dict[Slot, torch.Tensor] = {}
-    for slot, base, unviews, got in zip(pattern.outputs, pattern.bases, pattern.unviews, outs):
+def output_plan(pattern: Pattern) -> list[tuple]:
+    """Per output of the region: (its shape as a torch.Size, its dtype, the value it is or is a view of,
+    the functions that give that value from it), what `values_of` checks and does, looked up once."""
+    plan = []
+    for slot, base, unviews in zip(pattern.outputs, pattern.bases, pattern.unviews):
         shape, _, dtype = slot_meta(pattern, slot)
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape or got.dtype != dtype:
+        plan.append((torch.Size(shape), dtype, base, [unviewer(pattern, v) for v in reversed(unviews)]))
+    return plan
+
+
+def values_of(pattern: Pattern, outs: list, plan: list[tuple] | None = None) -> dict[Slot, torch.Tensor]:
+    """The kernel's outputs, checked against the region's, as the values they are or are views of.
+    `plan`: output_plan(pattern), where the caller keeps it (a kernel's every call)."""
+    if plan is None:
+        plan = output_plan(pattern)
+    if len(outs) != len(plan):
+        raise RuntimeError(f"{pattern.name}: the kernel returned {len(outs)} outputs, the region {len(plan)}")
+    values: dict[Slot, torch.Tensor] = {}
+    for (shape, dtype, base, unviews), got in zip(plan, outs):
+        if not isinstance(got, torch.Tensor) or got.shape != shape or got.dtype != dtype:
             what = f"{got.dtype}{list(got.shape)}" if isinstance(got, torch.Tensor) else type(got).__name__
             raise RuntimeError(
                 f"{pattern.name}: the kernel returned {what} where the region makes {dtype}{list(shape)}"
             )
         if base in values:  # an output that is a view of another output follows from it
             continue
-        for view in reversed(unviews):  # the model makes these views of the value
-            got = unview(pattern, view, got)
+        for undo in unviews:  # the model makes these views of the value
+            got = undo(got)
         values[base] = got
     return values
 

@@ -297,7 +297,7 @@ TAILS = {
 
 @pytest.mark.parametrize("tail", TAILS)
 def test_the_value_under_an_outputs_trailing_views_follows_from_the_output(tail: str):
-    from kernelsmith.patch.pattern import trace, unview
+    from kernelsmith.patch.pattern import trace, unviewer
 
     class Tail(torch.nn.Module):
         def forward(self, x):
@@ -308,7 +308,7 @@ def test_the_value_under_an_outputs_trailing_views_follows_from_the_output(tail:
     assert pattern.bases[0].kind == "val" and pattern.unviews[0]
     got = Tail()(x)
     for view in reversed(pattern.unviews[0]):
-        got = unview(pattern, view, got)
+        got = unviewer(pattern, view)(got)
     assert torch.equal(got, x.exp())
 
 
