@@ -308,11 +308,13 @@ class Covers:
                 return original(*args, **kwargs)
             if folds is None:
                 return compiled(*args, **kwargs)
-            folds[exporting] = exporting()  # what a trace of this call folds it to (see _export_fold)
+            # what a trace of this call folds it to (see _export_fold); put back as it was, which is False
+            # where a covered forward runs between the graphs of another's (after a graph break)
+            before, folds[exporting] = folds[exporting], exporting()
             try:
                 return compiled(*args, **kwargs)
             finally:
-                folds[exporting] = True
+                folds[exporting] = before
 
         self.wrapped.append((module, "forward" in module.__dict__, module.__dict__.get("forward"), path))
         module.forward = forwarding(original, body, by_name=False)
@@ -332,11 +334,12 @@ def _export_fold() -> dict | None:
     Dynamo of torch 2.11 folds `is_exporting()` to True in every trace, torch.compile's included (since
     pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there:
     transformers' `masking_utils._ignore_causal_mask_sdpa` then builds an explicit causal mask and SDPA
-    runs masked, work the model's own eager forward never does (on an H100, torch 2.11, the Llama decode
-    step's eager patch ran arange, where, expand and clone kernels and a masked SDPA beside its kernels).
-    A forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
-    `is_exporting()` says (False unless torch.export runs), then True again, so that the user's own
-    torch.compile folds as their torch does. None where the table is not there (a later torch)."""
+    runs masked on K/V copied to every head, work the model's own eager forward never does (the Llama
+    decode step's eager patch on an H100, torch 2.11: a strided copy, a masked SDPA and small mask kernels,
+    ~50 us at batch 1; on the CPU with Dynamo folding as 2.11's: arange, le, where, expand, clone). A
+    forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
+    `is_exporting()` says (False unless torch.export runs), then what it said before, so that the user's
+    own torch.compile folds as their torch does. None where the table is not there (a later torch)."""
     try:
         from torch._dynamo.variables.torch import tracing_state_functions
 

@@ -315,3 +315,6 @@ def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(
     assert patch.counts["llamadecoderlayer_add_llamarmsnorm"].fired >= 2  # the cover is LlamaModel.forward
     for op in ("aten::arange", "aten::le", "aten::where", "aten::expand", "aten::clone", "aten::copy_"):
         assert patched[op] <= own[op], (op, patched[op], own[op])
+    from torch._dynamo.variables.torch import tracing_state_functions
+
+    assert tracing_state_functions()[torch.compiler.is_exporting] is True  # the user's own compiles fold as before
