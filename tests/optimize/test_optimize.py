@@ -183,7 +183,9 @@ def test_a_model_the_project_never_saw_in_one_command_resumed_after_a_kill(user,
     assert {n: [i for _, i in programs(work / "runs" / n)] for n in REGIONS} == {n: [0] for n in REGIONS}
     starts = {n: programs(work / "runs" / n) for n in REGIONS}
     # 2. A larger budget goes on from those starts: killed with a signal in the middle of the second search.
-    cmd = [sys.executable, "-m", "kernelsmith", "optimize", *COMMAND, "--budget", "10m", "--iterations", "6", "--quiet"]
+    # The searches end at their 6 iterations; the budget only has to leave both regions time for them
+    # whatever shares the capture measured (on a loaded 2-core machine it once gave 35% and 0.3%).
+    cmd = [sys.executable, "-m", "kernelsmith", "optimize", *COMMAND, "--budget", "10h", "--iterations", "6", "--quiet"]
     finished, killed = kill_mid_search(cmd, user)
     before = {n: programs(work / "runs" / n) for n in REGIONS}
     summary = work / "runs" / finished / "summary.json"
@@ -203,7 +205,7 @@ def test_a_model_the_project_never_saw_in_one_command_resumed_after_a_kill(user,
     shares = {t["name"]: t["share"] for t in json.loads((work / "capture/capture.json").read_text())["tasks"]}
     allot = {n: done["regions"][n]["allotment_s"] for n in REGIONS}
     assert allot["gelu"] / allot[REGIONS[1]] == pytest.approx(shares["gelu"] / shares[REGIONS[1]], rel=1e-3)
-    assert sum(allot.values()) == pytest.approx(600.0, rel=1e-3)
+    assert sum(allot.values()) == pytest.approx(36000.0, rel=1e-3)
     # The patch passed its check in eager and compile modes, each kernel taking its region in both.
     applied = json.loads((work / "make_patch/apply.json").read_text())
     assert applied["passed"] is True and [c["mode"] for c in applied["checks"]] == ["eager", "compile"]
