@@ -197,15 +197,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU: each step's plumbing at tiny sizes, or its skip")
     ap.add_argument("--step", action="append", help="run this step (again), whatever its state; may repeat")
     ap.add_argument("--plan", action="store_true", help="print the steps and their state, run nothing")
+    ap.add_argument(
+        "--redo",
+        action="append",
+        metavar="STEP",
+        help="here, not on the card: mark this step to run again on the next call (a commit that waits for it), "
+        "in the committed state; run nothing; may repeat",
+    )
     ap.add_argument("--take", type=Path, metavar="FILES_AT", help="copy a call's results into the repo")
     args = ap.parse_args(argv)
     if args.take:
         return take(args.take, args.results or RESULTS)
     out_root = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
-    if out_root is None and not args.plan:
+    if out_root is None and not (args.plan or args.redo):
         ap.error("--out (or $OUT) is required")
     results = args.results or ((out_root / "proof") if args.dry_run and out_root else RESULTS)
     state = State.load(results / "state.json")
+    if args.redo:
+        for name in args.redo:
+            if name not in {s.name for s in STEPS}:
+                ap.error(f"--redo {name}: the steps are {', '.join(s.name for s in STEPS)}")
+            redo(state, name)
+        (results / "state.json").write_text(state.to_json())
+        print(plan(state, STEPS))
+        return 0
     if args.plan:
         print(plan(state, STEPS))
         return 0

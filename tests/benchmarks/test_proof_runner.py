@@ -211,6 +211,27 @@ def test_take_copies_a_calls_results_and_names_the_tree(tmp_path):
     assert core.State.load(results / "state.json").calls[0]["commit"] != "?"
 
 
+def test_redo_marks_finished_steps_to_run_first_on_the_next_call(tmp_path, capsys):
+    """A commit that waits for the gate: `--redo` here puts the gate's steps back in front of the queue,
+    their history kept; a step name that is not one is one line and exit 2."""
+    state = core.State()
+    for name in ("gate-pytest", "llama-b1"):
+        state.step(name).status = "done"
+        state.step(name).history.append({"n": 1, "status": "done"})
+    (tmp_path / "state.json").write_text(state.to_json())
+    assert core.pending([s.name for s in proof.STEPS], state)[0] == "gate-verdicts"
+    assert proof.main(["--results", str(tmp_path), "--redo", "gate-pytest", "--redo", "llama-b1"]) == 0
+    again = core.State.load(tmp_path / "state.json")
+    assert core.pending([s.name for s in proof.STEPS], again)[:3] == ["gate-pytest", "gate-verdicts", "llama-b1"]
+    assert (
+        again.step("gate-pytest").history == [{"n": 1, "status": "done"}]
+        and "asked to run again" in capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit) as exc:
+        proof.main(["--results", str(tmp_path), "--redo", "gate"])
+    assert exc.value.code == 2 and "--redo gate: the steps are" in capsys.readouterr().err
+
+
 def test_apply_summary_names_each_mode_and_the_prediction():
     spread = lambda m: {"median": m, "low": m * 0.9, "high": m * 1.1}  # noqa: E731
     applied = {
