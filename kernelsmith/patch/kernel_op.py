@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .pattern import Pattern, meta, slot_meta
-from .substitute import BuiltKernel, Substitution, bind, output_plan, restride, values_of
+from .substitute import BuiltKernel, Substitution, bind, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
 
@@ -80,7 +80,7 @@ class KernelOp:
         self.pattern = pattern
         self.bases = list(dict.fromkeys(pattern.bases))  # the values it returns, in order
         self.out_meta = [slot_meta(pattern, b) for b in self.bases]
-        self._plan = output_plan(pattern)  # values_of's checks, looked up once: every eager call runs them
+        self._plan = dispatch.plan(pattern)  # values_of's checks, looked up once: every eager call runs them
         self.attrs = list(pattern.params)  # the order its parameters are passed in
         self.op_name = re.sub(r"\W", "_", f"{name}_{kernel.key}")
         self.installed = True  # False after patch.remove(): the region's own ops run

@@ -213,11 +213,8 @@ def unviewer(pattern: Pattern, step: Step) -> Callable[[torch.Tensor], torch.Ten
         return lambda got: got.transpose(args[1], args[2])
     if name == "t":
         return lambda got: got.t()
-    if name == "permute":
-
-        def unpermute(got: torch.Tensor) -> torch.Tensor:
-            dims = [d % got.dim() for d in args[1]]
-            return got.permute([dims.index(d) for d in range(len(dims))])
-
-        return unpermute
+    if name == "permute":  # its inverse: the input's dimension d is the output's dims.index(d)
+        dims = [d % len(args[1]) for d in args[1]]
+        inverse = [dims.index(d) for d in range(len(dims))]
+        return lambda got: got.permute(inverse)
     return lambda got: got.reshape(shape)

@@ -73,10 +73,18 @@ class Substitution(TorchDispatchMode):
         self.fired: list[Match] = []  # taken in this module call, kept to recompute an inner value read late
         self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
         self._bound: dict[tuple, torch.nn.Module] = {}
+        self._plans: dict[str, list[tuple]] = {}  # output_plan of each kernel's pattern, made when first needed
         # A range around each region taken (the kernel, its outputs put in place, inner values computed
         # late), by kernel name: how `kernelsmith apply` times each kernel in the forward (None: none).
         self.timed: Callable[[str], AbstractContextManager] | None = None
         self.entered = False  # the mode is on (a module call of a region runs)
+
+    def plan(self, pattern: Pattern) -> list[tuple]:
+        """output_plan(pattern), made once for the patch: every call of the kernel checks its outputs by it."""
+        made = self._plans.get(pattern.name)
+        if made is None:
+            made = self._plans[pattern.name] = output_plan(pattern)
+        return made
 
     # -- the op stream
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -225,7 +233,7 @@ class Substitution(TorchDispatchMode):
         pattern = match.pattern
         outs = self._kernel(match)(*inputs)  # the region's writes in place are not made yet: it reads its inputs
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        values = values_of(pattern, outs)
+        values = values_of(pattern, outs, self.plan(pattern))
 
         def held(base: Slot) -> torch.Tensor | None:
             """The tensor the model holds for a value the kernel gives (None: the answer to this op)."""
