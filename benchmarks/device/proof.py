@@ -189,6 +189,15 @@ def missing_dependencies() -> list[str]:
     return [n for n in names if n not in serve_only and _version(n) == "-"]
 
 
+def _redo_steps(ap: argparse.ArgumentParser, flag: str, names: list[str], state: State) -> None:
+    """Each named step marked to run again; a name that is not a step's is one line and exit 2."""
+    known = [s.name for s in STEPS]
+    for name in names:
+        if name not in known:
+            ap.error(f"{flag} {name}: the steps are {', '.join(known)}")
+        redo(state, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="where this call writes (proof/ under it) [default: $OUT]")
@@ -214,14 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     results = args.results or ((out_root / "proof") if args.dry_run and out_root else RESULTS)
     state = State.load(results / "state.json")
     if args.redo:
-        for name in args.redo:
-            if name not in {s.name for s in STEPS}:
-                ap.error(f"--redo {name}: the steps are {', '.join(s.name for s in STEPS)}")
-            redo(state, name)
+        _redo_steps(ap, "--redo", args.redo, state)
         (results / "state.json").write_text(state.to_json())
-        print(plan(state, STEPS))
-        return 0
-    if args.plan:
+    if args.plan or args.redo:
         print(plan(state, STEPS))
         return 0
     assert out_root is not None
@@ -232,10 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cpu" if args.dry_run else "cuda"
     out = out_root / "proof"
     out.mkdir(parents=True, exist_ok=True)
-    for name in args.step or []:
-        if name not in {s.name for s in STEPS}:
-            ap.error(f"--step {name}: the steps are {', '.join(s.name for s in STEPS)}")
-        redo(state, name)
+    _redo_steps(ap, "--step", args.step or [], state)
     work = Path(tempfile.mkdtemp(prefix="proof-work-"))
     ctx = Ctx(
         out=out,
