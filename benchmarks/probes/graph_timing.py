@@ -167,16 +167,17 @@ def batch_case() -> dict:
     ref = torch.softmax(work.make(100 + 3 + 1 + 5 % sets)[0], -1)
     w = __import__("kernelsmith.evaluate.checksums", fromlist=["x"]).checksum_weights([ref], 203)[0]
     expect = float(torch.dot(ref.reshape(-1), w))
-    cost_ms, harness = harness_cost(torch.softmax(work.make(0)[0], -1), work.make, calls, sets, 300)
+    costs, harness = harness_cost(torch.softmax(work.make(0)[0], -1), work.make, calls, sets, 300, goes=3)
+    cost_ms = min(costs)
     act = batch.record("cuda")
-    v = judge_clock.judge("cuda", "graph", cand_ms, min(walls), calls, cost_ms)
+    v = judge_clock.judge("cuda", "graph", cand_ms, min(walls), calls, cost_ms, max(costs))
     return {
         "cand_us": cand_ms * 1e3,
         "calls": calls,
         "sets": sets,
         "capture_s": capture_s,
         "walls_ms": walls,
-        "harness_ms": cost_ms,
+        "harness_ms": costs,
         "judge_per_call_us": v.per_call_ms * 1e3,
         "bound_us": v.bound_ms * 1e3,
         "mismatch": v.mismatch,

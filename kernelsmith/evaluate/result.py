@@ -125,6 +125,9 @@ class JudgeTiming(BaseModel):
     per_call_ms: float  # (wall - overhead) / calls: an upper bound of one call's time
     regime: str = "eager"  # "eager": calls run one by one from Python; "graph": replays of a CUDA graph
     batches: int = 1  # batches run; the fastest counts
+    walls_ms: list[float] = Field(default_factory=list)  # every batch's wall, in the order run
+    overhead_samples_ms: list[float] = Field(default_factory=list)  # "graph": each measurement of the harness
+    bound_ms: float | None = None  # a sandbox time below this is not believed (judge_clock.judge)
 
 
 class EvalResult(BaseModel):

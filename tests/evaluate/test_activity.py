@@ -202,6 +202,26 @@ def test_judge_clock_over_graph_replays(sandbox_ms, wall_ms, calls, overhead, mi
     assert v.per_call_ms == pytest.approx((wall_ms - overhead) / calls)
 
 
+@pytest.mark.parametrize(
+    "sandbox_ms,wall_ms,overhead,high,mismatch",
+    [
+        # The H100's honest 2.11-us softmax that was flagged (gate-pytest, 2026-12-07): its batch was 16.3 ms
+        # above the one harness measurement; the harness of 4096 calls measured 30-46 ms between evaluations.
+        (0.00211, 39.5 + 16.3, 39.5, None, True),  # one measurement: flagged, as on the H100
+        (0.00211, 39.5 + 16.3, 39.5, 46.2, False),  # the harness's own spread in the same run: not flagged
+        (0.00211, 38.8, 39.7, 41.0, False),  # the batch below the harness: the clock bounds nothing
+        (1e-6, 39.5 + 8.7, 39.5, 41.0, True),  # a forged time is still below any positive bound
+        (0.0005, 30.0 + 8.7, 30.0, 30.5, True),  # a 4x lie with a steady harness is caught
+        (0.0015, 30.0 + 8.7, 30.0, 30.5, False),  # within the margin
+    ],
+)
+def test_judge_clock_gives_the_candidate_the_harness_spread(sandbox_ms, wall_ms, overhead, high, mismatch):
+    v = judge_clock.judge("cuda", "graph", sandbox_ms, wall_ms, 4096, overhead, high)
+    assert v.mismatch is mismatch, v
+    assert v.per_call_ms == pytest.approx(max((wall_ms - overhead) / 4096, 0.0))
+    assert v.bound_ms >= 0.0
+
+
 def test_graph_batch_sizes():
     assert judge_clock.graph_batch_calls(0.002) == 4096  # 2 us: capped
     assert judge_clock.graph_batch_calls(0.1) == 200

@@ -139,12 +139,13 @@ class TimingStages:
         j.release_cached_memory()
         j.memory_note("judge-timed calls")
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
-        unarmed = None
+        unarmed, samples = None, []
         if regime == "graph":
             calls = judge_clock.graph_batch_calls(cand.median_ms)
             one_set = roofline.tensor_bytes(make_inputs(self.task, 0, j.device))
             sets = judge_clock.graph_batch_sets(calls, one_set)
-            overhead_ms, harness = j.graph_batch_overhead(self.task, probe, calls, sets)
+            samples, harness = j.graph_batch_overhead(self.task, probe, calls, sets)
+            overhead_ms = min(samples)
             probe = None  # the judge's last reference to it: freed before the memory goes back
             self._hand_back()
             sb.send({"op": "batch", "calls": calls, "graph": True, "sets": sets})
@@ -169,7 +170,8 @@ class TimingStages:
             runs.append(self._graph_go(sb, calls) if regime == "graph" else self._one_batch(sb, calls, harness))
             if len(runs) >= judge_clock.BATCHES[j.device]:
                 fastest = min(r[0] for r in runs)
-                verdict = judge_clock.judge(j.device, regime, cand.median_ms, fastest, calls, overhead_ms)
+                high = max(samples) if regime == "graph" and samples else None
+                verdict = judge_clock.judge(j.device, regime, cand.median_ms, fastest, calls, overhead_ms, high)
                 if not verdict.mismatch or len(runs) >= 2 * judge_clock.BATCHES[j.device]:
                     break
         if regime == "graph":
@@ -188,6 +190,9 @@ class TimingStages:
             per_call_ms=verdict.per_call_ms,
             regime=regime,
             batches=len(runs),
+            walls_ms=[r[0] for r in runs],
+            overhead_samples_ms=samples if regime == "graph" else [],
+            bound_ms=verdict.bound_ms,
         )
 
     def _hand_back(self) -> None:

@@ -278,12 +278,15 @@ class Judge:
         harness.add(scaled(rec.activity, calls / (probe + 1)))
         return per_call, harness
 
-    def graph_batch_overhead(self, task, ref_out, calls: int, sets: int) -> tuple[float, Activity]:
-        """The graph batch's own cost for one "go" (refills, weights, in-graph checksums, the copy
-        back), measured here around a forward that launches nothing, and the kernels it runs."""
+    def graph_batch_overhead(self, task, ref_out, calls: int, sets: int) -> tuple[list[float], Activity]:
+        """The graph batch's own cost for each of judge_clock.HARNESS_GOES "go"s (refills, weights,
+        in-graph checksums, the copy back), measured here around a forward that launches nothing, and the
+        kernels it runs."""
         from kernelsmith.evaluate.measuring.graph_batch import harness_cost
+        from kernelsmith.evaluate.measuring.judge_clock import HARNESS_GOES
 
-        return harness_cost(ref_out, lambda s: make_inputs(task, s, self.device), calls, sets, _seed(), self.device)
+        make = lambda s: make_inputs(task, s, self.device)  # noqa: E731
+        return harness_cost(ref_out, make, calls, sets, _seed(), self.device, goes=HARNESS_GOES)
 
     def check(
         self,

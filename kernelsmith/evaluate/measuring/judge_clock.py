@@ -57,12 +57,20 @@ MAX_BATCHES = {"cuda": 4, "cpu": 1}
 # sandbox's figure is the L2-cold time per call and the judge's the L2-warm one of calls back to back,
 # which is no slower: an honest call lands at or below 1x; GRAPH_MARGIN and a slack of GRAPH_SLACK_MS
 # spread over the batch (a host hiccup between "go" and the reply) keep it clear of the line.
+# The harness's own cost (refills, a checksum after every call, the copy back) is measured by the judge
+# HARNESS_GOES times in the same evaluation, and the bound gives the candidate its largest: on an H100
+# (benchmarks/results/proof/gate-verdicts/redteam_cuda.json, 2026-12-06) one measurement of it for 4096
+# calls ranged 30-46 ms between evaluations of the same task, beside 8.7 ms of 2-us kernels, so a single
+# sample moved the judge's per-call time by +-2 us and flagged honest kernels (issue 54). Where the
+# harness's spread leaves no time the clock could attribute to the calls, the clock bounds nothing
+# (bound 0): a forged time there is left to the eager floor and the roofline, as below ~1 ms eagerly.
 GRAPH_BATCH_MS = 20.0
 GRAPH_CALLS = (8, 4096)
 GRAPH_SETS = 16
 GRAPH_SET_BYTES = 2 * 2**30
 GRAPH_MARGIN = 1.5
 GRAPH_SLACK_MS = 2.0
+HARNESS_GOES = 3
 
 
 def graph_batch_calls(sandbox_ms: float) -> int:
@@ -86,11 +94,21 @@ class ClockVerdict:
     mismatch: bool
 
 
-def judge(device: str, regime: str, sandbox_ms: float, wall_ms: float, calls: int, overhead_ms: float) -> ClockVerdict:
-    """`overhead_ms`: the harness's work per call ("eager"), or in the whole batch ("graph")."""
+def judge(
+    device: str,
+    regime: str,
+    sandbox_ms: float,
+    wall_ms: float,
+    calls: int,
+    overhead_ms: float,
+    overhead_high_ms: float | None = None,
+) -> ClockVerdict:
+    """`overhead_ms`: the harness's work per call ("eager"), or in the whole batch ("graph": its least
+    measured cost, and `overhead_high_ms` its largest, None: measured once)."""
     if regime == "graph":
         per_call = max((wall_ms - overhead_ms) / calls, 0.0)
-        bound = (per_call - GRAPH_SLACK_MS / calls) / GRAPH_MARGIN
+        high = max(overhead_ms, overhead_high_ms if overhead_high_ms is not None else overhead_ms)
+        bound = max((wall_ms - high - GRAPH_SLACK_MS) / calls, 0.0) / GRAPH_MARGIN
     else:
         per_call = max(wall_ms / calls - overhead_ms, 0.0)
         bound = per_call / MARGIN[device] - SLACK_MS[device]
