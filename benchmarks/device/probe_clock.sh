@@ -19,3 +19,6 @@ for l in open('$OUT/eval.jsonl'):
     except Exception: print('not json:', l[:200]); continue
     print(r.get('status'), r.get('flags'), r.get('candidate_ms'), r.get('judge_timing'))
 "
+# the honest 2-us kernels the H100 flagged on 2026-12-07, and the cheats at 2 us
+timeout 300 python3 -m pytest -q -m cuda -p no:cacheprovider tests/redteam/test_redteam_cuda.py \
+  -k "last_bits or persisting or control or faked_time" 2>&1 | tail -30 | tee $OUT/redteam.log
