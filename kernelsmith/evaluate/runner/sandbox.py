@@ -308,7 +308,11 @@ class Sandbox(TrialMixin):
             return False
         self.chan.send({"op": "batch_done", "checksums": values, "launches": launched})
         rec.__exit__(None, None, None)
-        shown = leaf_facts(leaves)  # outside the judge's clock: where the last call's outputs lived
+        try:
+            shown = leaf_facts(leaves)  # outside the judge's clock: where the last call's outputs lived
+        except BaseException as exc:  # a tensor subclass's own `device`, say
+            self.fail("timing", exc)
+            return False
         self.chan.send({"op": "batch_activity", "activity": rec.activity.to_message(), "outputs": shown})
         return True
 
@@ -321,11 +325,12 @@ class Sandbox(TrialMixin):
         try:
             work = timing.Workload(self.forward, lambda s: make_inputs(self.task, s, self.device), copy=_copy)
             batch = GraphBatch(work, calls, sets, self.device)
+            shown = leaf_facts(batch.template)
         except Exception as exc:  # noqa: BLE001 - the judge times calls one by one instead, and says so
             capture.reset_after_failed()
             self.chan.send({"op": "unarmed", "why": f"{type(exc).__name__}: {str(exc)[:300]}"})
             return True
-        self.chan.send({"op": "armed", "outputs": leaf_facts(batch.template)})
+        self.chan.send({"op": "armed", "outputs": shown})
         while True:
             msg = self.chan.recv()
             try:
