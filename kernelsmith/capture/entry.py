@@ -3,7 +3,8 @@ A module ENTRY imports as under `python -m`: the current folder is on the import
 
 The factory returns `(model, inputs)`: inputs is a tuple or list of positional arguments, a dict of
 keyword arguments, or one tensor. A factory that takes a `device` parameter is called with capture's
---device; one that does not is called with no arguments and its model and tensors are moved there.
+--device; one that does not is called with no arguments and its model and tensors are moved there, those that objects
+in the inputs hold too (a transformers KV cache: to_device, below).
 The model runs in eval() mode (dropout off, BatchNorm on its running statistics): what a served
 model runs. `Entry.was_training` says when that switched a module out of training mode.
 """
@@ -15,6 +16,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,14 +78,81 @@ def load_factory(spec: str):
     return factory
 
 
-def _to(value, device: str):
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    return value
+# -- the inputs to the device -----------------------------------------------------------------------
+# A factory's inputs to the device the model runs on, whatever holds their tensors.
+#
+# Tensors in tuples, lists and dicts move as values; an object that holds tensors in its attributes (a
+# transformers `DynamicCache`, whose `layers` hold `keys` and `values`; `StaticCache`, `EncoderDecoderCache`,
+# transformers 4's caches and their lists of tensors) has them moved in place, with the `torch.device` it
+# keeps beside them (a cache layer allocates on its `device`), so that a decode step written for the CPU
+# runs as written with `--device cuda`: a Qwen2 decode step failed there with "Expected all tensors to be
+# on the same device", its cache left on the CPU.
+#
+# The walk is generic, so it is bounded: each object once (caches hold their config, layers may share
+# tensors), at most MAX_DEPTH objects deep; modules, classes and functions are not entered.
+
+MAX_DEPTH = 8  # objects inside objects: a cache's layers are 2 deep, an encoder-decoder cache's 3
+
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, torch.nn.Module)
+
+
+def to_device(value: Any, device: str) -> Any:
+    """`value` with every tensor it holds on `device`: its plain tuples, lists and dicts rebuilt, what other
+    objects hold moved in place. One call for all of a factory's inputs keeps a tensor they share shared."""
+    return _Mover(torch.empty(0, device=device).device).move(value, 0)
+
+
+class _Mover:
+    def __init__(self, device: torch.device):
+        self.device = device  # with its index ("cuda:0"): what the moved tensors report
+        self.seen: dict[int, Any] = {}  # id -> what it became (a tensor two attributes share stays shared)
+        self.held: list[Any] = []  # keeps the ids in `seen` from being reused during the walk
+
+    def move(self, value: Any, depth: int) -> Any:
+        key = id(value)
+        if key in self.seen:
+            return self.seen[key]
+        self.held.append(value)
+        if isinstance(value, torch.Tensor):
+            moved = value.to(self.device)
+        elif isinstance(value, torch.device):  # a cache layer's `device`: where it allocates next
+            moved = self.device
+        elif type(value) in (list, tuple):
+            moved = type(value)(self.move(v, depth) for v in value)
+        elif type(value) is dict:
+            moved = {k: self.move(v, depth) for k, v in value.items()}
+        elif isinstance(value, tuple):  # a named tuple (its fields as arguments) or a structseq (one sequence)
+            items = [self.move(v, depth) for v in value]
+            moved = type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        else:
+            moved = self.seen[key] = value  # before its insides: an object that refers to itself
+            if depth < MAX_DEPTH and not isinstance(value, _OPAQUE):
+                self._inside(value, depth + 1)
+        self.seen[key] = moved
+        return moved
+
+    def _in_place(self, container: list | dict, depth: int) -> None:
+        self.seen[id(container)] = container
+        self.held.append(container)
+        for k in range(len(container)) if isinstance(container, list) else list(container):
+            container[k] = self.move(container[k], depth)
+
+    def _inside(self, obj: Any, depth: int) -> None:
+        """What `obj` holds, moved in place: the items of a list or dict of a class of its own, then its
+        attributes. A list or dict an attribute holds is moved item by item (transformers 4's caches keep
+        lists of tensors: the cache's list stays its own); another value is set back where it changed."""
+        if isinstance(obj, (list, dict)):
+            self._in_place(obj, depth)
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for name, v in list(attrs.items()):
+            if type(v) in (list, dict) and id(v) not in self.seen:
+                self._in_place(v, depth)
+                continue
+            moved = self.move(v, depth)  # a list met before as an input of its own: the one it became
+            if moved is not v:
+                object.__setattr__(obj, name, moved)  # a frozen dataclass's fields too
 
 
 def forward_failed(entry: Entry, exc: Exception) -> str:
@@ -129,6 +198,7 @@ def call_entry(spec: str, device: str) -> Entry:
         )
     if not takes_device:
         model = model.to(device)
-        args, kwargs = tuple(_to(a, device) for a in args), {k: _to(v, device) for k, v in kwargs.items()}
+        # Objects that hold tensors too (a transformers cache built on the CPU): to_device
+        args, kwargs = to_device((args, kwargs), device)
     training = any(m.training for m in model.modules())
     return Entry(spec=spec, model=model.eval(), args=args, kwargs=kwargs, was_training=training)

@@ -55,6 +55,8 @@ def _elements(n: int) -> str:
 
 
 def compare_tensor(ref: torch.Tensor, got: torch.Tensor, atol: float, rtol: float, label: str) -> Comparison:
+    if got.device != ref.device:  # torch compares no two devices' tensors (judging/leaves.py places them)
+        return Comparison(False, message=f"{label} is on {got.device}, the reference's on {ref.device}")
     if got.shape != ref.shape:
         return Comparison(False, message=f"{label}: shape {tuple(got.shape)} but expected {tuple(ref.shape)}")
     if got.dtype != ref.dtype:
@@ -255,7 +257,7 @@ def compare_outputs(
     for i, (r, g) in enumerate(zip(ref_leaves, got_leaves)):
         label = "output" if len(ref_leaves) == 1 else f"output {i}"
         if not isinstance(r, torch.Tensor):
-            if r != g:
+            if isinstance(g, torch.Tensor) or r != g:  # a tensor's != is a tensor, not a verdict
                 return Comparison(False, message=f"{label}: {g!r} but expected {r!r}")
             continue
         if not isinstance(g, torch.Tensor):

@@ -15,12 +15,18 @@ CHECKSUM_SIGMAS = 20.0  # how far beyond the error the trials showed an honest c
 CHECKSUM_ROUNDING = 1e-5  # float32 accumulation, relative to sum(|ref| * |w|)
 
 
+def summed(leaf) -> bool:
+    """Whether a leaf gets a checksum: a tensor with elements, in memory that can be read (not `meta`:
+    the judge says where such an output lived, judging/leaves.py)."""
+    return isinstance(leaf, torch.Tensor) and leaf.numel() > 0 and leaf.device.type in ("cpu", "cuda")
+
+
 def checksum_weights(leaves: list, seed: int) -> list:
-    """Weights in [-1, 1], one flat float32 tensor per tensor leaf (None for other leaves); the same
+    """Weights in [-1, 1], one flat float32 tensor per summed leaf (None for other leaves); the same
     seed gives the same weights in the judge and the sandbox."""
     out = []
     for i, leaf in enumerate(leaves):
-        if isinstance(leaf, torch.Tensor) and leaf.numel():
+        if summed(leaf):
             g = torch.Generator(device=leaf.device)
             g.manual_seed(seed + i)
             n = leaf.numel() * (2 if leaf.is_complex() else 1)

@@ -4,7 +4,10 @@ The sandbox runs untrusted code, so nothing it sends is unpickled with globals: 
 pickles of plain values only (dict, list, tuple, str, bytes, numbers, None), and tensors
 travel as data: raw bytes for CPU tensors, a CUDA IPC handle for CUDA tensors (no copy; the
 judge maps the sandbox's memory read-side). Whatever the sandbox returned, the judge rebuilds a
-plain dense `torch.Tensor` from memory, so subclasses and lazy tensors cannot cross.
+plain dense `torch.Tensor` from memory, so subclasses and lazy tensors cannot cross. Every tensor
+message also says where the tensor lived (`on`: its device, `layout`): an empty CUDA tensor travels as
+CPU bytes, and a tensor on a device without readable memory (`meta`) or of another layout travels as
+those facts alone (kind "facts"), so that the judge can say what differs instead of failing to read it.
 """
 
 from __future__ import annotations
@@ -66,11 +69,32 @@ def loads(data: bytes):
         raise ProtocolError(f"unreadable message: {exc}") from None
 
 
+def tensor_facts(t) -> dict:
+    """Where and how a tensor lives, in plain values: its device ("cuda:0"), layout ("strided"),
+    dtype ("float32") and shape."""
+    return {
+        "on": str(t.device),
+        "layout": str(t.layout).removeprefix("torch."),
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+    }
+
+
 def encode_tensor(t) -> dict:
-    """Sandbox side. Caller keeps `t` alive until the judge acknowledges (CUDA IPC)."""
+    """Sandbox side. Caller keeps `t` alive until the judge acknowledges (CUDA IPC). A tensor whose
+    memory cannot be sent (another device type, another layout) goes as its facts alone."""
     import torch
 
     dtype = str(t.dtype).removeprefix("torch.")
+    facts = tensor_facts(t)
+    if t.device.type not in ("cpu", "cuda") or t.layout != torch.strided:
+        return {"kind": "facts", **facts}
+    return {**_encode_data(t, dtype), "on": facts["on"], "layout": facts["layout"]}
+
+
+def _encode_data(t, dtype: str) -> dict:
+    import torch
+
     if t.is_cuda and t.numel():  # an empty CUDA tensor has no memory to share (its IPC handle is None)
         from torch.multiprocessing.reductions import reduce_tensor
 

@@ -18,7 +18,7 @@ def _note(r: Region, rs: RegionState, info: RunInfo, o: RegionOutcome, device: s
     """What could not be done for the region, in one line (None: nothing to say)."""
     if r.why is not None:
         return r.why
-    if rs.failed is not None and not info.exists:
+    if rs.failed is not None and (not info.exists or rs.crashed):  # a crash after some iterations is said too
         return rs.failed
     if o.start is None:
         return rs.failed or "no starting kernel"

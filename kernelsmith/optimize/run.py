@@ -26,6 +26,7 @@ from kernelsmith.evolve.run import evolve_config
 from kernelsmith.identity import program_hash
 from kernelsmith.optimize.board import Board, Row
 from kernelsmith.optimize.budget import shown_time, split_budget, time_left
+from kernelsmith.optimize.failure import failure_line
 from kernelsmith.optimize.options import OptimizeOptions
 from kernelsmith.optimize.outcome import summarize
 from kernelsmith.optimize.page import write_page
@@ -138,11 +139,17 @@ def _starts(
         rs = state.regions.setdefault(r.name, RegionState())
         path = wd.capture / (r.file or "")
         task = load_task(path, opts.small)
-        got = find_start(
-            task, path, wd.run_dir(r.name), wd.seeds, given, llm, pool.get if opts.device == "cuda" else None
-        )
+        crashed = False
+        try:
+            got = find_start(
+                task, path, wd.run_dir(r.name), wd.seeds, given, llm, pool.get if opts.device == "cuda" else None
+            )
+        except UserError:
+            raise
+        except Exception as exc:  # deriving or judging this region's seed: the other regions go on
+            got, crashed = failure_line("its start", exc, wd.failure(r.name)), True
         if isinstance(got, str):
-            rs.seed_origin, rs.failed = None, got
+            rs.seed_origin, rs.failed, rs.crashed = None, got, crashed
             say(f"{r.name}: {got}")
             continue
         if got.note:
@@ -151,7 +158,7 @@ def _starts(
         if rs.failed_start is not None and got.code is not None and program_hash(got.code) == rs.failed_start:
             say(f"{r.name}: {rs.failed} (the same start as before: give another)")
             continue
-        rs.failed = rs.failed_start = None
+        rs.failed, rs.failed_start, rs.crashed = None, None, False
         found[r.name] = got
     wd.save(state)
     return found
@@ -174,9 +181,12 @@ def _record(wd: WorkDir, state: State, starts: dict[str, Start]) -> Callable[[Se
         rs = state.regions.setdefault(done.name, RegionState())
         if done.failed is not None:
             code = starts[done.name].code
-            rs.failed, rs.failed_start = done.failed, program_hash(code) if code is not None else None
+            rs.failed, rs.crashed = done.failed, done.crashed
+            # A start the search could not go on from is not tried again; one whose search crashed is.
+            rs.failed_start = program_hash(code) if code is not None and not done.crashed else None
         else:
             rs.finished, rs.stop_reason, rs.failed = True, (done.summary or {}).get("stop_reason"), None
+            rs.crashed = False
         wd.save(state)
 
     return ended
@@ -209,7 +219,14 @@ def _search(
                 limits = {"iterations": cap, "time_limit": round(max(left, MIN_LEFT_S), 1)}
                 task = load_task(wd.capture / (r.file or ""), opts.small)
                 searches.append(
-                    Search(r.name, task, wd.run_dir(r.name), starts[r.name].code, cfg.model_copy(update=limits))
+                    Search(
+                        r.name,
+                        task,
+                        wd.run_dir(r.name),
+                        starts[r.name].code,
+                        cfg.model_copy(update=limits),
+                        trace=wd.failure(r.name),
+                    )
                 )
             rows.append(Row(r.name, allot[r.name], infos[r.name].elapsed_s, "left" if ready else "done"))
         state.slots = width

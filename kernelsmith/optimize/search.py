@@ -4,7 +4,9 @@ budget, less what earlier runs of it spent). Each is `kernelsmith evolve`'s engi
 its run directory resumed where a killed run left it.
 
 A search that cannot run (a seed the tuner cannot start from, a run directory of another task) ends in
-one line and the others go on; an LLM that cannot be reached ends them all (it would fail each alike).
+one line and the others go on; so does one that raised though the user did nothing wrong (an evaluation
+worker that failed, a bug of ours: failure.py keeps its traceback). An LLM that cannot be reached ends
+them all (it would fail each alike).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.engine import Engine, Event, Resumed
 from kernelsmith.evolve.run import open_llms
 from kernelsmith.llm import LLMClient, LLMError
+from kernelsmith.optimize.failure import failure_line
 from kernelsmith.report import write_run_report
 from kernelsmith.task import Task
 
@@ -34,6 +37,7 @@ class Search:
     run_dir: Path
     seed: str | None  # None: the LLM's first version, or the start the run has stored
     cfg: EvolveConfig  # its iteration cap and time limit
+    trace: Path | None = None  # where the traceback goes should it fail by no doing of the user's
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Searched:
     name: str
     summary: dict | None = None  # summary.json's content; None: it could not run
     failed: str | None = None  # why, in one line
+    crashed: bool = False  # it failed by no doing of the user's (a worker that failed, a bug): try it again
 
 
 @dataclass
@@ -63,25 +68,28 @@ def slots(backend: EvalBackend) -> int:
 async def _one(s: Search, backend: EvalBackend, llm: LLMClient, hooks: Hooks) -> Searched:
     hooks.started_at[s.name] = time.monotonic()
     hooks.started(s.name)
-    engine = Engine(
-        s.task,
-        s.cfg,
-        s.run_dir,
-        backend,
-        llm,
-        s.seed,
-        on_program=lambda e: hooks.program(s.name, e),
-        on_resume=lambda r: hooks.resumed(s.name, r),
-    )
     try:
-        summary = await engine.run()
+        engine = Engine(
+            s.task,
+            s.cfg,
+            s.run_dir,
+            backend,
+            llm,
+            s.seed,
+            on_program=lambda e: hooks.program(s.name, e),
+            on_resume=lambda r: hooks.resumed(s.name, r),
+        )
+        try:
+            summary = await engine.run()
+        finally:
+            engine.store.close()
+        write_run_report(s.run_dir)
     except LLMError:
         raise  # the endpoint is down for every search alike
     except UserError as exc:
         return Searched(s.name, failed=one_line(str(exc), 400))
-    finally:
-        engine.store.close()
-    write_run_report(s.run_dir)
+    except Exception as exc:  # this region's alone: the other searches and the patch go on
+        return Searched(s.name, failed=failure_line("its search", exc, s.trace), crashed=True)
     return Searched(s.name, summary=summary)
 
 

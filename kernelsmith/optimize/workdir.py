@@ -6,6 +6,8 @@
                          from, or why it has none)
     OUT/runs/NAME/       each region's search: run.sqlite, best.py, summary.json, report.html
     OUT/PATCH/           the patch (`kernelsmith apply`'s package; PATCH is ENTRY's factory + "_patch")
+    OUT/failures/NAME.txt  the traceback of a region's start or search that failed by no doing of the
+                         user's (the region's line names it; the other regions went on)
     OUT/report.html      the page
 
 Resume: a step whose state says it is done is not done again (the capture, a finished search, the patch
@@ -27,7 +29,7 @@ from kernelsmith.errors import UserError
 from kernelsmith.optimize.result import Optimized, PatchOutcome, Record
 
 STATE = "optimize.json"
-CAPTURE, SEEDS, RUNS, REPORT = "capture", "seeds", "runs", "report.html"
+CAPTURE, SEEDS, RUNS, REPORT, FAILURES = "capture", "seeds", "runs", "report.html", "failures"
 # The settings a work directory is bound to: they make the capture and choose its regions.
 BOUND = ("entry", "device", "top", "min_share", "forwards", "small")
 
@@ -40,6 +42,7 @@ class RegionState(Record):
     stop_reason: str | None = None  # summary.json's stop_reason of that search
     failed: str | None = None  # why its search could not run, in one line
     failed_start: str | None = None  # the identity of the start it failed from (another start is tried)
+    crashed: bool = False  # it failed by no doing of the user's (optimize/failure.py): tried again on resume
     allotment_s: float = 0.0  # its share of the budget in the last run, seconds
 
 
@@ -65,6 +68,10 @@ class WorkDir:
 
     def run_dir(self, name: str) -> Path:
         return self.runs / name
+
+    def failure(self, name: str) -> Path:
+        """Where the traceback of the region's failed start or search is kept (optimize/failure.py)."""
+        return self.out / FAILURES / f"{name}.txt"
 
     def patch_dir(self, entry: str) -> Path:
         """OUT/<factory>_patch: a name Python can import (the patch is a package)."""

@@ -80,3 +80,43 @@ def test_searches_run_as_many_at_once_as_the_pool_has_workers_heaviest_first(tmp
     assert start["second"] < spans["first"] and start["broken"] >= min(spans["first"], spans["second"])
     assert start["first"] <= start["second"] <= start["broken"] <= start["last"]
     assert all(isinstance(d, Searched) for d in ended) and len(ended) == 4
+
+
+WORKER_FAILED = (
+    "evaluation worker failed:\nTraceback (most recent call last):\n  File \"judge.py\", line 311, in check\n"
+    "RuntimeError: Expected all tensors to be on the same device, but got other is on cuda:0"
+)
+
+
+class FailingPool(SlowPool):
+    """SlowPool, except that every evaluation of the task named "crashes" fails as a judge's bug does
+    (the pool's future raises RuntimeError, as GPT-2's did on an H100, issue 54)."""
+
+    def submit(self, task, candidate, options=None) -> Future:
+        if task.name != "crashes":
+            return super().submit(task, candidate, options)
+        fut: Future = Future()
+        threading.Timer(ANSWER_S, fut.set_exception, args=(RuntimeError(WORKER_FAILED),)).start()
+        return fut
+
+
+def test_a_search_whose_evaluation_fails_by_no_doing_of_the_users_ends_in_one_line_and_the_others_go_on(
+    tmp_path: Path,
+):
+    seed = case_path("elementwise_small_blocks").read_text()
+    cfg = evolve_config(None, {"evaluation": {"device": "cpu"}, "max_in_flight": 1}, "tune")
+    cfg = cfg.model_copy(update={"iterations": 2, "time_limit": 60.0})
+    searches = [
+        Search(name, Task.from_file(case_path("elementwise_task"), name=name), tmp_path / name, seed, cfg, trace)
+        for name, trace in (("before", None), ("crashes", tmp_path / "failures/crashes.txt"), ("after", None))
+    ]
+    done = {d.name: d for d in run_searches(searches, FailingPool())}
+    assert done["before"].summary and done["before"].summary["iterations_done"] == 2 and not done["before"].crashed
+    assert done["after"].summary and done["after"].summary["iterations_done"] == 2
+    crashed = done["crashes"]
+    assert crashed.summary is None and crashed.crashed and crashed.failed is not None and "\n" not in crashed.failed
+    assert crashed.failed.startswith("its search failed: RuntimeError: evaluation worker failed: ... RuntimeError: ")
+    assert "Expected all tensors to be on the same device" in crashed.failed
+    assert str(tmp_path / "failures/crashes.txt") in crashed.failed
+    kept = (tmp_path / "failures/crashes.txt").read_text()
+    assert "Traceback" in kept and "Expected all tensors" in kept

@@ -13,8 +13,11 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from kernelsmith.evaluate.checks import flatten_outputs
 from kernelsmith.evaluate.checksums import checksum_mismatch, checksum_weights
+from kernelsmith.evaluate.judging.leaves import Facts, facts_differ
 from kernelsmith.evaluate.measuring import judge_clock, roofline
 from kernelsmith.evaluate.measuring.activity import Activity
 from kernelsmith.evaluate.measuring.breakdown import kernel_breakdown
@@ -72,6 +75,7 @@ class TimingStages:
     profile_activity: Activity
     clock: judge_clock.ClockVerdict
     clock_note: str | None = None  # why the judge's clock fell back to calls one by one
+    batch_ref: list[Facts | None]  # how the reference's outputs live (judging/leaves.py), for the batch's
 
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         raise NotImplementedError
@@ -139,6 +143,7 @@ class TimingStages:
         j.release_cached_memory()
         j.memory_note("judge-timed calls")
         _, probe = j.run_reference(self.task, self.ref_model, _seed())
+        self.batch_ref = [Facts.of(x) if isinstance(x, torch.Tensor) else None for x in flatten_outputs(probe)]
         unarmed, samples = None, []
         if regime == "graph":
             calls = judge_clock.graph_batch_calls(cand.median_ms)
@@ -154,6 +159,8 @@ class TimingStages:
                 regime, unarmed = "eager", str(msg.get("why", ""))[:300]
             elif msg.get("op") != "armed":
                 raise ProtocolError(f"unexpected reply {msg.get('op')!r} to the judge-timed calls")
+            else:
+                self._batch_outputs(msg)
         if regime == "eager":
             if probe is None:
                 _, probe = j.run_reference(self.task, self.ref_model, _seed())
@@ -237,9 +244,18 @@ class TimingStages:
         wall_ms = (time.perf_counter() - t0) * 1e3
         sums = self._checked_sums(msg, calls)
         launches = int(msg.get("launches", 0))
-        act = Activity.from_message(self._expect(sb, "batch_activity").get("activity") or {})
+        said = self._expect(sb, "batch_activity")
+        self._batch_outputs(said)
+        act = Activity.from_message(said.get("activity") or {})
         self._operators(act, "the judge-timed calls", launches, calls=calls, harness=harness)
         return wall_ms, seed, wseed, sums
+
+    def _batch_outputs(self, msg: dict) -> None:
+        """The batch's outputs lived where the reference's do, with its layout, dtype and shape: their
+        checksums alone would not say so (a CPU output's weights are drawn by another generator)."""
+        wrong = facts_differ(self.batch_ref, msg.get("outputs", []))
+        if wrong:
+            raise _Verdict(Status.incorrect, f"the judge-timed calls: {wrong}")
 
     def _verify(self, calls: int, sets: int, seed: int, wseed: int, sums: list) -> None:
         """Checksums of calls drawn after the batch, against the reference on the same inputs: call k

@@ -30,12 +30,12 @@ from kernelsmith.evaluate.checks import (
 )
 from kernelsmith.evaluate.checksums import checksum_weights, weighted_checksums
 from kernelsmith.evaluate.counters import CountersReport
+from kernelsmith.evaluate.judging.leaves import input_changed, outputs_against
 from kernelsmith.evaluate.measuring import capture, roofline
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, scaled
 from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.measuring.baselines import BaselineTimer
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.protocol import ProtocolError, decode_tensor
 from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, set_precision, synchronize
 from kernelsmith.evaluate.sandboxing.process import kill_strays
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
@@ -48,15 +48,6 @@ class TaskLoadError(Exception):
 
 def _seed() -> int:
     return secrets.randbits(62)
-
-
-def _decode_leaves(items: list) -> list:
-    out = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise ProtocolError("output leaf is not a message")
-        out.append(item.get("value") if item.get("kind") == "value" else decode_tensor(item))
-    return out
 
 
 class Judge:
@@ -302,24 +293,16 @@ class Judge:
         wrong_shape = structure_mismatch(output_structure(ref_out), msg.get("structure"))
         if wrong_shape:
             return Comparison(False, message=wrong_shape)
-        got = _decode_leaves(msg.get("outputs", []))
         ref_leaves = flatten_outputs(ref_out)
+        got, elsewhere = outputs_against(ref_leaves, msg.get("outputs", []))
+        if elsewhere:  # another device, layout, dtype or shape: said before any value is read
+            return Comparison(False, message=elsewhere)
         cmp = compare_outputs(ref_leaves, got, opts.atol, opts.rtol, check_l2=check_l2, precise=precise)
-        if cmp.ok and ref_inputs is not None:
-            got_inputs = _decode_leaves(msg.get("inputs", []))
-            if len(got_inputs) != len(ref_inputs):
-                return Comparison(False, message="the inputs came back changed in number")
-            for i, (r, g) in enumerate(zip(ref_inputs, got_inputs)):
-                if isinstance(r, torch.Tensor) and not (
-                    isinstance(g, torch.Tensor) and g.shape == r.shape and g.dtype == r.dtype and torch.equal(g, r)
-                ):
-                    return Comparison(
-                        False,
-                        cmp.max_abs_err,
-                        cmp.max_rel_err,
-                        f"forward modified its input {i} in place (the reference does not)",
-                    )
         del got
+        if cmp.ok and ref_inputs is not None:
+            changed = input_changed(ref_inputs, msg.get("inputs", []))
+            if changed:
+                return Comparison(False, cmp.max_abs_err, cmp.max_rel_err, changed)
         return cmp
 
     def close(self) -> None:

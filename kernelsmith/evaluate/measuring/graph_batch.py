@@ -18,7 +18,7 @@ import time
 import torch
 
 from kernelsmith.evaluate.checks import flatten_outputs
-from kernelsmith.evaluate.checksums import checksum_weights, flat32
+from kernelsmith.evaluate.checksums import checksum_weights, flat32, summed
 from kernelsmith.evaluate.measuring import persisting_l2
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.measuring.capture import stream_for
@@ -45,10 +45,7 @@ class GraphBatch:
         _synchronize()
         self.template = leaves
         self.weights = [
-            _empty(flat32(x).numel(), dtype=torch.float32, device=device)
-            if isinstance(x, torch.Tensor) and x.numel()
-            else None
-            for x in leaves
+            _empty(flat32(x).numel(), dtype=torch.float32, device=device) if summed(x) else None for x in leaves
         ]
         slots = sum(w is not None for w in self.weights)
         self.sums = _zeros(calls, max(slots, 1), dtype=torch.float32, device=device)
