@@ -234,21 +234,19 @@ def _said(m: ModeServed) -> str:
 
 def serve(ck: Checking, kernels: list[Chosen]) -> tuple[list[E2E], list[ModeServed]]:
     """Each mode's kernels, checked in --mode's order: (the checks that decided the modes kernels serve, in
-    that order; every mode, --mode's first). Each kernel's `modes` and `left_out` say the same, and so
+    that order; every mode, in MODES' order). Each kernel's `modes` and `left_out` say the same, and so
     does patch.json."""
     inside = [c for c in kernels if c.why is None]
+    unchecked = {m: f"not checked (--mode {m} measures it)" for m in MODES if m not in ck.opts.modes}
     for c in inside:
-        c.modes, c.left_out = [m for m in verdict_modes(c) if m in ck.opts.modes], {}
+        c.modes, c.left_out = [m for m in verdict_modes(c) if m in ck.opts.modes], dict(unchecked)
     checks, modes = [], []
     for mode in ck.opts.modes:
         e, served = _serve_mode(ck, inside, mode)
         checks += [e] if e is not None else []
         modes.append(served)
-    for mode in (m for m in MODES if m not in ck.opts.modes):
-        why = f"not checked (--mode {mode} measures it)"
-        for c in inside:
-            c.left_out[mode] = why
-        modes.append(ModeServed(mode, checked=False, as_was=why))
+    modes += [ModeServed(m, checked=False, as_was=why) for m, why in unchecked.items()]
+    modes.sort(key=lambda m: MODES.index(m.mode))  # said in one order, whatever --mode's
     for m in modes:
         m.said = _said(m)
     write_modes(ck.out, inside, {m.mode: m.said for m in modes})

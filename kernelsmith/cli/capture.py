@@ -170,7 +170,7 @@ def _kernels_table(done: Applied) -> Table:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
         elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
             status += f" ({_others(done, e2e, c.name)})"
-        first = done.modes[0].mode if done.modes else None  # --mode's first: the table's mode
+        first = next((m.mode for m in done.modes if m.checked), None)  # the table's mode: the first checked
         if e2e is not None and c.name in e2e.unserved:
             status, taken = f"not in {e2e.mode} mode: {shown(e2e.unserved[c.name])}", "-"
         elif e2e is not None and c.name in e2e.skipped:
@@ -258,7 +258,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
             f"without{reasons}"
         )
     if e2e.mode != "eager" and e2e.trials:
-        taken = ", ".join(f"{shown(n)} {f:g}" for n, f in e2e.fired.items())
+        taken = ", ".join(f"{shown(n)} {f:g}" for n, f in e2e.fired.items() if n not in e2e.unserved)
         console.print(f"{label}regions taken in one forward: {taken or 'none'}")
     p = done.prediction if e2e.mode == "eager" else None
     for t in e2e.timings:
