@@ -37,7 +37,8 @@ def runtime_files() -> list[str]:
 
 
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them; its "check" says
-whether they passed the end-to-end check, apply.json how: apply() warns when they did not).
+whether they passed the end-to-end check, apply.json how: apply() warns when they did not; "served" says
+which kernels serve each mode, eager, compile and graphs: apply() warns when none serves any).
 
     import {package}
     patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
@@ -63,10 +64,14 @@ from .install import install
 
 def apply(model, device=None):
     here = Path(__file__).parent
-    check = json.loads((here / "patch.json").read_text(encoding="utf-8")).get("check") or {{}}
+    spec = json.loads((here / "patch.json").read_text(encoding="utf-8"))
+    check = spec.get("check") or {{}}
     if not check.get("passed"):
         why = check.get("reason") or "it was not checked"
         warnings.warn(f"{{here.name}}: FAILED kernelsmith apply's end-to-end check: {{why}} (apply.json says more)")
+    elif spec.get("served") and not any(k.get("modes") for k in spec["kernels"]):
+        said = "; ".join(spec["served"].values())
+        warnings.warn(f"{{here.name}}: serves no mode, the model runs as it was: {{said}}")
     return install(model, here, device)
 '''
 

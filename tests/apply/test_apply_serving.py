@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 from test_apply import BLOCK, HONEST, _patch, block  # noqa: F401  (block: the fixture)
-from test_apply_compile import NORM_KERNEL, _fresh_compiles, norm_patch  # noqa: F401  (fixtures)
+from test_apply_compile import _fresh_compiles, norm_patch  # noqa: F401  (fixtures)
+from test_apply_outputs import _package
 from test_apply_timing import SLOW, captured_on_fake_gpu, fake_gpu  # noqa: F401  (fake_gpu: the fixture)
 from typer.testing import CliRunner
 
@@ -178,11 +179,13 @@ def test_a_mode_no_kernel_makes_faster_runs_as_the_model_was_and_says_so(two, tm
     entry = call_entry(applied["entry"], "cpu")
     with torch.no_grad():
         want = entry.model(*entry.args)
-        patch = install(entry.model, tmp_path / "two_patch", "cpu")
+        said = f"two_patch: serves no mode, the model runs as it was: eager: as the model was, {slow}"
+        with pytest.warns(UserWarning, match=said):
+            patch = _package(tmp_path / "two_patch").apply(entry.model, "cpu")
         got = entry.model(*entry.args)
-    assert (
-        torch.equal(got, want) and patch.counts[slow].fired == 0 and patch.covers is None and not patch.serving("eager")
-    )
+    assert torch.equal(got, want) and patch.counts[slow].fired == 0 and patch.covers is None
+    assert not patch.serving("eager")
+    patch.remove()
     said, applied, spec = _apply(tmp_path, cap, [(norm, SLOW, 2.0)], "--accept-slower", "all")
     out = " ".join(said.output.split())
     assert said.exit_code == 0 and applied["modes"][0]["kernels"] == [slow] and spec["kernels"][0]["modes"] == ["eager"]
