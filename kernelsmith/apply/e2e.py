@@ -44,7 +44,8 @@ class E2E:
     yardstick: str | None = None  # the higher-precision run's dtype (None: none ran; outputs_said says why)
     fired: dict[str, float] = field(default_factory=dict)  # kernel -> regions taken per forward
     merged: dict[str, str] = field(default_factory=dict)  # kernel -> the kernel that takes its regions
-    skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why its region cannot be taken
+    skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why it takes no region in this mode
+    unserved: dict[str, str] = field(default_factory=dict)  # of those, a kernel that does not serve this mode -> why
     timings: list[Timing] = field(default_factory=list)
     kernel_ms: dict[str, Spread] = field(default_factory=dict)  # kernel -> its regions' time per patched forward
     forged: str | None = None  # a timer replaced while the kernels ran
@@ -179,8 +180,10 @@ def check(
         fired = once if mode != "eager" else {name: c.fired / len(inputs) for name, c in patch.counts.items()}
         yard = yardstick or Yardstick(None, why="none was made for this check")
         outputs = judge(refs, gots, yard.outputs or None, yard.dtype, WHOSE[mode], atol, rtol, yard.why)
-        compiled_out = {n: k.compile_why for n, k in patch.ops.items() if k.compile_why}
-        skipped = dict(patch.skipped) | (dict(patch.eager_only) | compiled_out if mode != "eager" else {})
+        # a kernel that does not serve this mode (patch.json's modes; an eager-only one in a compiled mode; one
+        # whose regions another takes that does not serve it) is not expected to take its regions here
+        unserved = patch.unserved(mode)
+        skipped = dict(patch.skipped) | unserved
         result = E2E(
             outputs_match=outputs.ok,
             mismatch=outputs.mismatch,
@@ -188,13 +191,14 @@ def check(
             trials=len(inputs),
             mode=mode,
         )
-        result.fired, result.merged, result.skipped = fired, dict(patch.merged), skipped
+        result.fired, result.merged, result.skipped, result.unserved = fired, dict(patch.merged), skipped, unserved
         result.outputs_rule, result.outputs_said, result.own_error = outputs.rule, outputs.said, outputs.own_error
         result.yardstick = yard.dtype
         result.graph_breaks, result.break_reasons = breaks
         result.served = {name: patch.served(name) for name in patch.dispatch.kernels}
         if outputs.ok:
-            result.timings, result.kernel_ms = time_forwards(run, make, patch, device, reps, mode)
+            result.timings, kernel_ms = time_forwards(run, make, patch, device, reps, mode)
+            result.kernel_ms = {n: ms for n, ms in kernel_ms.items() if n not in skipped}  # those serving the mode
     if timers is not None and current_timers() != timers:
         result.forged = "a timer (time.perf_counter, torch.cuda.synchronize/Event or torch.profiler) was replaced"
     return result

@@ -211,6 +211,25 @@ def slowdowns(e2e: E2E, parts: dict[str, Part], capture_measure: str | None, acc
     return found
 
 
+def costlier(e2e: E2E, parts: dict[str, Part], capture_measure: str | None) -> list[KernelCost]:
+    """The kernels whose regions took longer in the patched forward than the model's own ops took them,
+    beyond both spreads: after, the low of the kernel's regions' time per patched forward; before, the high
+    of the original forward's time times their share of capture's forward (the share of their captured
+    calls it took, as predict() counts them). Only where capture's shares hold, the eager forward in
+    capture's measure: a compiled forward's time is not split by them, and a replay opens no range."""
+    t = e2e.timings[0] if e2e.timings else None
+    if t is None or e2e.mode != "eager" or t.measure != capture_measure:
+        return []
+    found = []
+    for keeper, names in _groups(parts, e2e).items():
+        after = e2e.kernel_ms.get(keeper)
+        calls = sum(parts[n].calls for n in names)
+        share = sum(parts[n].share for n in names) * (min(1.0, e2e.fired.get(keeper, 0.0) / calls) if calls else 0.0)
+        if after is not None and after.low > share * t.before_ms.high:
+            found.append(KernelCost(keeper, share * t.before_ms.median, after.median))
+    return found
+
+
 def _costs(t: Timing, e2e: E2E, parts: dict[str, Part], shares_hold: bool) -> tuple[list[KernelCost], float | None]:
     """The kernels whose regions cost more after than before (all, where capture measured another time),
     the most first, and the change outside them."""

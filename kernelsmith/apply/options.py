@@ -37,13 +37,15 @@ class ApplyOptions(BaseModel):
     )
     accept_slower: Literal["none", "eager", "all"] = Field(
         default="none",
-        description="A patched forward slower than the model fails the check unless accepted: `eager` accepts "
-        "an eager-time slowdown only (a server that replays CUDA graphs), `all` any.",
+        description="A kernel whose taking makes a mode slower is left out of it (serving.py) unless accepted, "
+        "kept as measured: `eager` accepts an eager-time slowdown only (a server that replays CUDA graphs), "
+        "`all` any.",
     )
     modes: tuple[Mode, ...] = Field(
         default=("eager",),
         min_length=1,
-        description="How the model runs in the check: eager, compile (torch.compile), graphs (CUDA graphs).",
+        description="How the model runs in the check: eager, compile (torch.compile), graphs (CUDA graphs). "
+        "The patch serves only the modes checked (another runs the model as it was: nothing measured it).",
     )
 
     def min_speedup_for(self, capture_device: str) -> float:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelsmith.apply.options import MODES
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.run import MANIFEST as CAPTURE_MANIFEST
 from kernelsmith.capture.task_file import region_of
@@ -36,7 +37,8 @@ def runtime_files() -> list[str]:
 
 
 INIT = '''"""Kernels for {entry}, written by `kernelsmith apply` (patch.json lists them; its "check" says
-whether they passed the end-to-end check, apply.json how: apply() warns when they did not).
+whether they passed the end-to-end check, apply.json how: apply() warns when they did not; "served" says
+which kernels serve each mode, eager, compile and graphs: apply() warns when none serves any).
 
     import {package}
     patch = {package}.apply(model)   # the model now runs these kernels; patch.remove() undoes it
@@ -62,10 +64,14 @@ from .install import install
 
 def apply(model, device=None):
     here = Path(__file__).parent
-    check = json.loads((here / "patch.json").read_text(encoding="utf-8")).get("check") or {{}}
+    spec = json.loads((here / "patch.json").read_text(encoding="utf-8"))
+    check = spec.get("check") or {{}}
     if not check.get("passed"):
         why = check.get("reason") or "it was not checked"
         warnings.warn(f"{{here.name}}: FAILED kernelsmith apply's end-to-end check: {{why}} (apply.json says more)")
+    elif spec.get("served") and not any(k.get("modes") for k in spec["kernels"]):
+        said = "; ".join(spec["served"].values())
+        warnings.warn(f"{{here.name}}: serves no mode, the model runs as it was: {{said}}")
     return install(model, here, device)
 '''
 
@@ -85,6 +91,16 @@ class Chosen:
     noise: float = 0.0  # the relative noise of its verdict speedup (evaluate/measuring/noise.py)
     speedup_vs_compile: float | None = None  # its verdict against torch.compile of the task (None: not measured)
     compile_why: str | None = None  # None: compiled graphs take it too; else why torch.compile keeps its own code
+    # The modes it serves (eager, compile, graphs: patch.json's `modes`), as apply's check left them (serving.py),
+    # and why not each other mode; before the check (or with --no-check), by its verdicts (verdict_modes)
+    modes: list[str] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def verdict_modes(c: Chosen) -> list[str]:
+    """The modes a kernel serves by its verdicts alone: eager, and the compiled modes unless its verdict
+    loses to torch.compile's own code (as the runtime reads a patch written before `modes`)."""
+    return ["eager"] if c.compile_why else list(MODES)
 
 
 def read_capture(capture_dir: Path) -> dict:
@@ -182,6 +198,7 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
                 iteration=chosen.iteration,
                 speedup_vs_compile=chosen.speedup_vs_compile,
                 compile_why=chosen.compile_why,
+                modes=chosen.modes or verdict_modes(chosen),
             )
         )
     spec = dict(entry=manifest["entry"], device=manifest.get("device", "cpu"), kernels=entries)
@@ -189,6 +206,20 @@ def write_patch(out: Path, capture_dir: Path, manifest: dict, picks: list[tuple[
     package = out.resolve().name if out.resolve().name.isidentifier() else "my_patch"
     (out / "__init__.py").write_text(INIT.format(entry=manifest["entry"], package=package), encoding="utf-8")
     return len(entries)
+
+
+def write_modes(out: Path, kernels: list[Chosen], said: dict[str, str] | None = None) -> None:
+    """patch.json's `modes` and `left_out` of each kernel from `kernels` (the runtime serves by them), and
+    `served`: each mode's line (serving.py), where `said`."""
+    path = out / PATCH_MANIFEST
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    chosen = {c.name: c for c in kernels}
+    for entry in spec["kernels"]:
+        c = chosen[entry["name"]]
+        entry["modes"], entry["left_out"] = list(c.modes), dict(c.left_out)
+    if said is not None:
+        spec["served"] = said
+    path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
 
 
 def mark(out: Path, passed: bool, reason: str) -> None:

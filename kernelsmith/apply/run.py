@@ -1,5 +1,6 @@
 """`kernelsmith apply` as a function: the patch written (patch_dir.py), checked end to end in each mode
-(e2e.py), its times against capture's and the verdicts' prediction (gains.py), and the record (apply.json)."""
+(e2e.py), each mode served only by the kernels that make it faster (serving.py), its times against
+capture's and the verdicts' prediction (gains.py), and the record (apply.json)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ import torch
 from pydantic import ValidationError
 
 from kernelsmith.apply import yardstick
-from kernelsmith.apply.e2e import E2E, check, current_timers, trials
+from kernelsmith.apply.e2e import E2E, current_timers, trials
 from kernelsmith.apply.e2e_outputs import FLAT
 from kernelsmith.apply.gains import CaptureTime, Part, Prediction, Slowdown, against_capture, predict, slowdowns
 from kernelsmith.apply.options import ApplyOptions
 from kernelsmith.apply.patch_dir import Chosen, choose, mark, read_capture, write_patch
+from kernelsmith.apply.serving import Checking, ModeServed, broken, serve, took
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
-from kernelsmith.patch.install import PatchError, install
+from kernelsmith.patch.install import install
 
 
 @dataclass(kw_only=True)
@@ -29,10 +31,12 @@ class Applied:
     entry: str
     device: str
     kernels: list[Chosen]
-    e2e: E2E | None  # the first mode's check (None: --no-check)
+    e2e: E2E | None  # the first check in `checks` (None: --no-check, or no mode checked with kernels)
     accept_slower: str = "none"  # --accept-slower
-    checks: list[E2E] = field(default_factory=list)  # each mode's check, in --mode's order (e2e first)
-    slower: list[Slowdown] = field(default_factory=list)  # the measures in which the patched forward is slower
+    # the check that decided each mode kernels serve (or in which the patch failed), in --mode's order
+    checks: list[E2E] = field(default_factory=list)
+    modes: list[ModeServed] = field(default_factory=list)  # every mode as the patch serves it (serving.py)
+    slower: list[Slowdown] = field(default_factory=list)  # the measures in which a served mode is slower
     prediction: Prediction | None = None  # the forward's change that the kernels' verdicts predict
     capture_times: list[CaptureTime] = field(default_factory=list)  # capture's times of the original forward
     passed: bool = False  # the end-to-end check ran and passed (a slower forward only where accepted)
@@ -40,8 +44,8 @@ class Applied:
 
     @property
     def ok(self) -> bool:
-        """The check passed: some kernel was substituted, outputs match, every substituted kernel took
-        its regions, no timer was replaced, and the patched forward is no slower (or that is accepted)."""
+        """The check passed: outputs match, every kernel serving a mode took its regions there, no timer
+        was replaced, and no mode is slower for the patch (or that is accepted)."""
         return self.failure is None
 
     @property
@@ -55,28 +59,13 @@ class Applied:
         return None
 
     def _applied(self, e: E2E) -> list[Chosen]:
-        """The kernels in the patch that this check's mode could substitute."""
+        """The kernels in the patch that serve this check's mode (a merged one through its keeper)."""
         return [c for c in self.kernels if c.why is None and c.name not in e.skipped]
 
     def _failure(self, e: E2E) -> str | None:
-        applied = self._applied(e)
-        if not applied and e.mode != "eager" and any(c.why is None and c.compile_why for c in self.kernels):
-            return None  # every kernel loses to torch.compile's own code: compiled graphs stay the model's
-        if not applied:
-            why = "; ".join(f"{c.name}: {c.why or e.skipped.get(c.name)}" for c in self.kernels)
-            return f"no kernel could be substituted, so the patch does nothing ({why})"
-        if not e.outputs_match:
-            return e.mismatch or "outputs differ from the model's"
-        if e.forged:
-            return e.forged
-        if len(e.graph_breaks) == 2 and e.graph_breaks[1] > e.graph_breaks[0]:
-            return (
-                f"the patch breaks torch.compile's graph: {e.graph_breaks[1]} graph breaks, the model alone "
-                f"{e.graph_breaks[0]} ({'; '.join(e.break_reasons)})"
-            )
-        idle = [c.name for c in applied if not self.took(c, e)]
-        if idle:
-            return f"{', '.join(idle)} never took its region (it did none of the model's work)"
+        why = broken(e, self.kernels)
+        if why is not None:
+            return why
         failing = [s for s in self.slower if s.accepted is None and s.mode == e.mode]
         if failing:
             accept = "eager" if all(s.measure == "eager time" for s in failing) else "all"
@@ -89,26 +78,22 @@ class Applied:
     def verdict(self) -> tuple[bool, str]:
         """(passed, the reason in one line): the check ran and passed, or why not."""
         checks = self.checks or ([self.e2e] if self.e2e is not None else [])
-        if not checks:
+        if not checks and not self.modes:
             return False, "not checked (--no-check)"
         if self.failure is not None:
             return False, self.failure
         rule = lambda e: "within the flat tolerance" if e.outputs_rule == FLAT else "within the model's own error"
-        took = lambda e: (
-            "its kernels took their regions"
-            if self._applied(e)
-            else "torch.compile keeps its own code (no kernel's verdict beats it)"
-        )
-        said = "passed in " + "; ".join(f"{e.mode}: outputs {rule(e)}, {took(e)}" for e in checks)
+        said = [f"{e.mode}: outputs {rule(e)}, its kernels took their regions" for e in checks]
+        said += [m.said for m in self.modes if m.as_was is not None and m.checked]
+        lead = "passed in " if checks else "passed, but the patch serves no mode: "
         accepted = "; ".join(f"{s.line} ({s.accepted})" for s in self.slower)
-        return True, f"{said}, but the patched forward is slower: {accepted}" if accepted else said
+        said_all = lead + "; ".join(said)
+        return True, f"{said_all}, but the patched forward is slower: {accepted}" if accepted else said_all
 
     def took(self, c: Chosen, e: E2E | None = None) -> bool:
         """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
         e = e or self.e2e
-        if e is None:
-            return True
-        return e.fired.get(e.merged.get(c.name, c.name), 0) > 0
+        return True if e is None else took(c, e)
 
 
 def apply_runs(
@@ -157,19 +142,11 @@ def _apply(run_dirs: list[Path], capture_dir: Path, out: Path, opts: ApplyOption
         timers = current_timers()  # before any kernel module is imported
         entry = call_entry(manifest["entry"], device)
         yard = yardstick.measure(entry.model, trials(entry), device)  # before the patch is on the model
-        try:
-            patch = install(entry.model, out, device)
-        except PatchError as exc:
-            raise UserError(f"the patch does not fit the model: {exc}") from None
-        try:
-            applied.checks = [
-                check(entry, patch, device, opts.reps, opts.atol, opts.rtol, timers, mode, yard) for mode in opts.modes
-            ]
-        finally:
-            patch.remove()
-        applied.e2e = applied.checks[0]
         parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
         measure = manifest.get("measure")
+        checking = Checking(entry, out, device, opts, timers, yard, parts, measure, install)
+        applied.checks, applied.modes = serve(checking, applied.kernels)
+        applied.e2e = applied.checks[0] if applied.checks else None
         applied.slower = [s for e in applied.checks for s in slowdowns(e, parts, measure, opts.accept_slower)]
         eager = next((e for e in applied.checks if e.mode == "eager"), None)  # capture measured the eager forward
         if eager is not None:

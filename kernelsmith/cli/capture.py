@@ -113,8 +113,9 @@ def apply_cmd(
     accept_slower: Slower = typer.Option(
         Slower.none,
         "--accept-slower",
-        help="pass a patched forward slower than the original, named: eager (in eager time only: the patch's "
-        "dispatch, which a CUDA-graph replay does not pay) or all",
+        help="keep, as measured, a patched forward slower than the original, named (by default its kernels are "
+        "left out of that mode): eager (in eager time only: the patch's dispatch, which a CUDA-graph replay does "
+        "not pay) or all",
     ),
     modes: list[Mode] = typer.Option(
         [Mode.eager],
@@ -124,9 +125,11 @@ def apply_cmd(
     ),
 ) -> None:
     """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
-    end: outputs against the original on fresh inputs, each kernel seen to do its regions' work, the
-    forward's time before and after (docs/capture.md). Exit 1 when the check fails, a slower forward included
-    unless --accept-slower accepts it."""
+    end in each --mode: outputs against the original on fresh inputs, each kernel seen to do its regions'
+    work, the forward's time before and after. Each mode is served only by the kernels that make it faster:
+    one whose taking slows a mode is left out of it, and a mode no kernel makes faster (or not checked) runs
+    the model as it was, said per mode (docs/capture.md). Exit 1 when the check fails (outputs, a kernel that
+    never took its regions), 0 when no mode is slower for the patch, a patch that serves no mode included."""
     from kernelsmith.apply.options import ApplyOptions
     from kernelsmith.apply.run import apply_runs
     from kernelsmith.capture.outdir import importable
@@ -146,8 +149,8 @@ def apply_cmd(
     )
     done = apply_runs(run_dirs, capture_dir, out, options)
     console.print(_kernels_table(done))
-    if done.e2e is None:
-        console.print("end-to-end check skipped (--no-check)")
+    if not done.modes:
+        console.print("end-to-end check skipped (--no-check): each kernel serves the modes its verdicts give it")
         raise typer.Exit(0)
     _say_check(done)
     raise typer.Exit(0 if done.ok else 1)
@@ -156,7 +159,8 @@ def apply_cmd(
 def _kernels_table(done: Applied) -> Table:
     e2e = done.e2e
     table = Table(title=f"{shown(done.entry)}: patch in {shown(done.out_dir)}/ ({done.device})")
-    for col in ("task", "share", "kernel speedup", "calls", "taken per forward", "status"):
+    mode = f" in {e2e.mode} mode" if e2e is not None and e2e.mode != "eager" else ""
+    for col in ("task", "share", "kernel speedup", "calls", f"taken per forward{mode}", "status", "serves"):
         table.add_column(col)
     for c in done.kernels:
         merged = e2e.merged.get(c.name) if e2e is not None else None
@@ -166,10 +170,16 @@ def _kernels_table(done: Applied) -> Table:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
         elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
             status += f" ({_others(done, e2e, c.name)})"
-        if e2e is not None and c.name in e2e.skipped:
+        first = next((m.mode for m in done.modes if m.checked), None)  # the table's mode: the first checked
+        if e2e is not None and c.name in e2e.unserved:
+            status, taken = f"not in {e2e.mode} mode: {shown(e2e.unserved[c.name])}", "-"
+        elif e2e is not None and c.name in e2e.skipped:
             status, taken = f"not substituted: {shown(e2e.skipped[c.name])}", "-"
+        elif first is not None and first in c.left_out and (e2e is None or e2e.mode != first):
+            status = f"not in {first} mode: {shown(c.left_out[first])}"
         speed = f"{c.speedup:.3g}x" if c.speedup is not None else "-"
-        table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status)
+        serves = ", ".join(c.modes) if c.why is None and done.modes else "-"
+        table.add_row(shown(c.name), f"{c.share:.1%}", speed, str(c.calls), taken, status, serves or "no mode")
     return table
 
 
@@ -210,6 +220,7 @@ def _say_check(done: Applied) -> None:
             for c in done.capture_times
         ]
         console.print(f"capture's original forward against the original here: {'; '.join(said)}")
+    _say_modes(done)
     if not done.ok:
         console.print(f"-> [red]check failed[/]: {shown(done.failure or '')}")
     elif done.slower:  # a slower forward is never passed without saying so
@@ -217,6 +228,17 @@ def _say_check(done: Applied) -> None:
         console.print(f"-> check passed, but [yellow]the patched forward is slower[/]: {shown(said)}")
     else:
         console.print("-> check passed")
+
+
+def _say_modes(done: Applied) -> None:
+    """Each mode as the patch serves it, in one line, and each kernel its times left out of a mode."""
+    for m in done.modes:
+        for tried in m.tried:
+            for name, why in tried.left_out.items():
+                console.print(f"{m.mode}: left out {shown(name)}: {shown(why)}")
+    said = "; ".join(m.said for m in done.modes)
+    nothing = "" if any(m.kernels for m in done.modes) else " (the patch serves no mode: the model runs as it was)"
+    console.print(f"served: {shown(said)}{nothing}")
 
 
 def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
@@ -236,7 +258,7 @@ def _say_mode(done: Applied, e2e: E2E, named: bool) -> None:
             f"without{reasons}"
         )
     if e2e.mode != "eager" and e2e.trials:
-        taken = ", ".join(f"{shown(n)} {f:g}" for n, f in e2e.fired.items())
+        taken = ", ".join(f"{shown(n)} {f:g}" for n, f in e2e.fired.items() if n not in e2e.unserved)
         console.print(f"{label}regions taken in one forward: {taken or 'none'}")
     p = done.prediction if e2e.mode == "eager" else None
     for t in e2e.timings:

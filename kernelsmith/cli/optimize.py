@@ -152,6 +152,8 @@ def _say_outcome(done: Optimized) -> None:
             f"predicted {x('speedup')}x ({x('low')}-{x('high')}) from the verdicts over {p['covered']:.1%} of the "
             f"forward, measured {x('measured')}x in eager {shown(p['measure'])}: {p['agreement']}"
         )
+    if patch is not None and patch.modes:  # each mode as the patch serves it
+        console.print(f"served: {shown('; '.join(m.said for m in patch.modes))}")
     if done.too_small:
         console.print(f"[yellow]{shown(done.too_small)}[/]")
     mark = "[green]" if done.passed else "[red]"

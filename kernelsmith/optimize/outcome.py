@@ -28,6 +28,8 @@ def _note(r: Region, rs: RegionState, info: RunInfo, o: RegionOutcome, device: s
         return f"no correct kernel found (its start: {start})"
     if k is not None and k.why:
         return k.why
+    if k is not None and k.in_patch and not k.modes and k.left_out:  # its times left it out of every mode
+        return "serves no mode: " + "; ".join(f"{m}: {why}" for m, why in k.left_out.items())
     if k is not None and k.in_patch and not any(k.taken.values()):
         return "never took its regions"
     if device == "cuda" and o.speedup is not None and o.speedup < 1.0:

@@ -1,9 +1,11 @@
 """The patch: the searches' best kernels through `kernelsmith apply`, checked end to end in each mode.
 
-A kernel that never takes its regions in some mode did none of the model's work there, and would fail
-the whole patch's check: it is left out, said in one line beside its region, and the patch is made again
-without it (once). A patch of the same kernels (each run's best program) checked in the same modes is
-not made again on a resumed run: its outcome is the one stored.
+Apply serves each mode only with the kernels that make it faster (apply/serving.py): a kernel its times
+left out of every mode stays in the patch folder, serving none, said beside its region. A kernel that
+never takes its regions in a mode it serves did none of the model's work there, and would fail the whole
+patch's check: it is left out, said in one line beside its region, and the patch is made again without it
+(once). A patch of the same kernels (each run's best program) checked in the same modes by the same rule
+is not made again on a resumed run: its outcome is the one stored.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from kernelsmith.apply.options import ApplyOptions
 from kernelsmith.apply.run import Applied, apply_runs
 from kernelsmith.errors import UserError, one_line
 from kernelsmith.evolve.store import RunStore, holds_run
-from kernelsmith.optimize.result import Kernel, ModeTime, PatchOutcome, Span
+from kernelsmith.optimize.result import Kernel, ModeOutcome, ModeTime, PatchOutcome, Span
 
 
 def best_program(run_dir: Path) -> int | None:
@@ -33,10 +35,15 @@ def best_program(run_dir: Path) -> int | None:
         store.close()
 
 
+# The rule a patch's modes were chosen by: a patch stored under an earlier rule is made again (2: each mode
+# served only by the kernels that make it faster, apply/serving.py).
+PATCH_RULE = 2
+
+
 def patch_key(runs: dict[str, Path], modes: tuple[str, ...], settings: dict) -> str:
-    """What a patch is made of: each run's best program, the modes and the check's settings."""
+    """What a patch is made of: each run's best program, the modes, the check's settings and its rule."""
     made = {name: best_program(d) for name, d in sorted(runs.items())}
-    text = json.dumps({"kernels": made, "modes": list(modes), **settings}, sort_keys=True)
+    text = json.dumps({"kernels": made, "modes": list(modes), "rule": PATCH_RULE, **settings}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -58,9 +65,13 @@ def outcome(applied: Applied, key: str, left_out: dict[str, str]) -> PatchOutcom
     """The patch's outcome from apply's record; `left_out`: kernels dropped before it, and why."""
     kernels: dict[str, Kernel] = {n: Kernel(in_patch=False, why=why) for n, why in left_out.items()}
     first = applied.checks[0] if applied.checks else None
+    checked = {m.mode for m in applied.modes if m.checked}  # a mode not checked is said once, in `modes`
     for c in applied.kernels:
-        k = Kernel(in_patch=c.why is None, why=c.why)
+        k = Kernel(in_patch=c.why is None, why=c.why, modes=list(c.modes))
+        k.left_out = {m: why for m, why in c.left_out.items() if m in checked}
         for e in applied.checks:
+            if c.name in e.unserved:  # not expected to take its regions there: `left_out` says why
+                continue
             if c.name in e.skipped:
                 k.why = k.why or f"not substituted in {e.mode} mode: {e.skipped[c.name]}"
             keeper = e.merged.get(c.name, c.name)
@@ -70,7 +81,7 @@ def outcome(applied: Applied, key: str, left_out: dict[str, str]) -> PatchOutcom
         if first is not None:
             k.served = first.served.get(c.name)
             eager = next((e for e in applied.checks if e.mode == "eager"), None)
-            if eager is not None and c.name in eager.kernel_ms:
+            if eager is not None and c.name in eager.kernel_ms:  # it serves eager mode
                 k.after_ms = _span(eager.kernel_ms[c.name])
         kernels[c.name] = k
     times = [
@@ -92,6 +103,18 @@ def outcome(applied: Applied, key: str, left_out: dict[str, str]) -> PatchOutcom
         reason=applied.reason,
         kernels=kernels,
         times=times,
+        modes=[
+            ModeOutcome(
+                mode=m.mode,
+                checked=m.checked,
+                kernels=list(m.kernels),
+                as_was=m.as_was,
+                measure=m.measure,
+                speedup=m.speedup,
+                said=m.said,
+            )
+            for m in applied.modes
+        ],
         prediction=asdict(applied.prediction) if applied.prediction is not None else None,
         capture_times=[asdict(c) for c in applied.capture_times],
     )

@@ -42,6 +42,20 @@ class Kernel(Record):
     served_by: str | None = None  # the kernel that takes its regions (same ops)
     after_ms: Span | None = None  # its regions' time per patched eager forward, in the profiled measure
     served: str | None = None  # how it serves the model (eager mode)
+    modes: list[str] = Field(default_factory=list)  # the modes it serves (patch.json's), as the check left them
+    left_out: dict[str, str] = Field(default_factory=dict)  # mode -> why it does not serve it
+
+
+class ModeOutcome(Record):
+    """A mode as the patch serves it (apply/serving.py): with these kernels, or the model as it was."""
+
+    mode: str  # eager, compile, graphs
+    checked: bool  # the check ran it (--mode)
+    kernels: list[str] = Field(default_factory=list)  # the kernels that take their regions there (none: as it was)
+    as_was: str | None = None  # why it runs the model as it was (None: kernels serve it)
+    measure: str | None = None  # the last check's profiled measure
+    speedup: float | None = None  # the last check's
+    said: str = ""  # the mode in one line
 
 
 class PatchOutcome(Record):
@@ -51,6 +65,7 @@ class PatchOutcome(Record):
     reason: str  # one line: why it passed or failed, or why there is no patch
     kernels: dict[str, Kernel] = Field(default_factory=dict)
     times: list[ModeTime] = Field(default_factory=list)
+    modes: list[ModeOutcome] = Field(default_factory=list)  # every mode as the patch serves it
     prediction: dict | None = None  # capture/gains.py's Prediction (eager, the profiled measure)
     capture_times: list[dict] = Field(default_factory=list)  # capture's original forward against apply's
 

@@ -16,8 +16,13 @@ break splits the model into several compiles: those that trace no patched module
 A patch never changes gradients: a graph that autograd will differentiate (a training forward, or its
 backward) is left as it is, said once. Inductor says which graphs are inference graphs where torch
 has `CustomInferenceAwareGraphPass`; elsewhere the graph's AOT metadata does (an output that requires
-grad). The pass's `uuid` names the installed kernels, so Inductor's cache keeps apart graphs compiled
-with and without them.
+grad). The pass's `uuid` names the installed kernels and the compile's mode, so Inductor's cache keeps
+apart graphs compiled with and without them.
+
+Each kernel serves the modes patch.json gives it (kernel_op.modes_of): in a compile whose graphs replay
+as CUDA graphs (Inductor's `triton.cudagraphs` on, as torch.compile(mode="reduce-overhead") sets it) the
+pass replaces the regions of the kernels that serve graphs mode, in any other those of the kernels that
+serve compile mode.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from torch._guards import TracingContext, detect_fake_mode
 
 from .graph_match import RegionGraph, find, specialize
 from .inline import inline_calls
-from .kernel_op import KernelOp
+from .kernel_op import KernelOp, compiled_mode
 
 
 def replace(graph: torch.fx.Graph, kop: KernelOp, region: RegionGraph, m: dict, renamed: dict) -> None:
@@ -77,10 +82,10 @@ class Replacer:
         self.previous: Any = None  # the pass (or list of passes) set before ours: it runs first
 
     def live(self) -> list[KernelOp]:
-        """The kernels whose regions this compile's graphs take: installed, their patch active, and the
-        patched model traced in this compile."""
-        now = compile_id()
-        return [k for k in self.kops if k.installed and k.live() and now in k.compiles]
+        """The kernels whose regions this compile's graphs take: installed, their patch active, the patched
+        model traced in this compile, and serving this compile's mode (compile or graphs: compiled_mode)."""
+        now, mode = compile_id(), compiled_mode()
+        return [k for k in self.kops if k.installed and k.live() and now in k.compiles and mode in k.modes]
 
     def __call__(self, graph: torch.fx.Graph, is_inference: bool | None, aware: type | None) -> None:
         previous = self.previous if isinstance(self.previous, list) else [self.previous]
@@ -138,7 +143,8 @@ class Replacer:
             b"".join(here.with_name(f).read_bytes() for f in (here.name, "graph_match.py", "inline.py", "kernel_op.py"))
         )
         # The instances too: a graph from Inductor's cache calls each operator with the install it was
-        # compiled with, which in another process may be another patch's.
+        # compiled with, which in another process may be another patch's; and the mode, whose kernels they are.
+        h.update(compiled_mode().encode())
         for name in sorted(f"{k.op_name}:{k.instance}" for k in self.live()):
             h.update(name.encode())
         h.update(repr(previous).encode())

@@ -15,8 +15,10 @@ makes new values is a PyTorch operator (kernel_op.py), served the cheapest way t
   (module_swap.py), where Dynamo gives up on a frame;
 - a region that writes the model's tensors in place (eager only): while the module call that holds it
   runs, the patch's dispatch mode substitutes the region (substitute.py), at a cost in Python per op.
-Outside them the model runs untouched. `patch.counts` says how often each kernel took its region;
-`patch.served(name)` says how it serves.
+Outside them the model runs untouched. Each kernel serves only the modes patch.json gives it
+(kernel_op.modes_of: `kernelsmith apply` leaves a kernel out of a mode its taking made slower); a mode no
+kernel serves runs the model as it was. `patch.counts` says how often each kernel took its region;
+`patch.served(name)` says how it serves, `patch.serving(mode)` which kernels serve a mode.
 
 The kernels have no backward: where autograd records a region (grad enabled and something the region
 reads requires grad), the model's own ops run there (counted in `autograd`, said once in a warning), so
@@ -42,7 +44,7 @@ import torch
 from . import graph_pass
 from .eager_graph import Covers
 from .interpreter import interpret_triton
-from .kernel_op import KernelOp, digest, op_ready
+from .kernel_op import COMPILED, MODES, KernelOp, digest, mode_ways, modes_of, op_ready, serving, unserved
 from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
 from .substitute import BuiltKernel, Counts, Substitution, hooks
@@ -133,6 +135,8 @@ class Patch:
         self.ops: dict[str, KernelOp] = {}  # a kernel that is an operator (module swaps, compiled graphs)
         self.swaps: list[Swap] = []  # modules whose forward calls a kernel's operator
         self.eager_only: dict[str, str] = {}  # a kernel that no compiled graph can take -> why
+        self.entries: dict[str, dict] = {}  # each kernel's patch.json entry
+        self.modes: dict[str, frozenset[str]] = {}  # each kernel -> the modes it serves (its merged keeper's)
         self.hooked: list[tuple[str, str]] = []  # (kernel, module path) served by the dispatch mode
         self.traced: dict[str, list[str]] = {}  # kernel -> the covers whose traced forward calls it (eager)
         self.covers: Covers | None = None  # the modules whose forward runs as a rewritten graph (eager_graph.py)
@@ -165,6 +169,14 @@ class Patch:
         if self.active:
             return
 
+    def serving(self, mode: str) -> list[str]:
+        """The kernels that take their regions when the model runs in `mode` (kernel_op.modes_of)."""
+        return serving(self, mode)
+
+    def unserved(self, mode: str) -> dict[str, str]:
+        """Every kernel of the patch that does not serve `mode` (kernel_op.modes_of) -> why, in words."""
+        return unserved(self, mode)
+
     def served(self, name: str) -> str:
         """How a kernel serves the model, in words (whether it took its regions: `counts`)."""
         swapped = list(dict.fromkeys(s.path or "the model" for s in self.swaps if s.kop.name == name))
@@ -177,9 +189,7 @@ class Patch:
             ways.append(f"in eager mode the traced forward of {', '.join(traced)} calls it in its regions' place")
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
-        kop = self.ops.get(name)
-        compiled = kop.compile_why if kop is not None else None
-        ways.append(self.eager_only.get(name) or compiled or "torch.compile compiles it into its graphs (inline.py)")
+        ways += mode_ways({m: unserved(self, m).get(name) for m in MODES})
         return "; ".join(ways)
 
     def remove(self) -> None:
@@ -270,7 +280,8 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     )
     patch = Patch(model, dispatch)
     patch.merged, patch.skipped = merged, skipped
-    entries = {e["name"]: e for e in spec["kernels"]}
+    patch.entries = entries = {e["name"]: e for e in spec["kernels"] if e["name"] in built}
+    patch.modes = {name: modes_of(entries[merged.get(name, name)]) for name in built}
     for name, kernel in dispatch.kernels.items():
         why = op_ready(kernel.pattern, kernel.written)
         if why is None:
@@ -278,12 +289,15 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
             kop.live = lambda: patch.active
             kop.compiles = patch.compiles
             kop.compile_why = entries[name].get("compile_why")
+            kop.modes = patch.modes[name]
         else:
             patch.eager_only[name] = why
-    if patch.ops:
-        graph_pass.activate([k for k in patch.ops.values() if k.compile_why is None])
+    compiled = [k for k in patch.ops.values() if k.modes & COMPILED]
+    if compiled:  # a model no compiled mode's kernel serves is compiled as it is
+        graph_pass.activate(compiled)
         patch.unguard = _guard(model, patch)
-    _serve(patch, model, [e for e in spec["kernels"] if e["name"] in built])
+    # eager mode: only the kernels that serve it are put in its way (a mode no kernel serves runs as it was)
+    _serve(patch, model, [e for e in entries.values() if "eager" in patch.modes[e["name"]]])
     return patch
 
 
@@ -325,12 +339,13 @@ def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
     for name in list(traced):
         if any(_overlap(c, d) for c in traced[name] for d in dispatch):
             hooked.setdefault(name, []).extend(traced.pop(name))
-    if patch.ops and not hooked:
+    eager_ops = [k for k in patch.ops.values() if "eager" in k.modes]
+    if eager_ops and not hooked:
         # The model's forward as one traced forward where nothing runs under the dispatch mode: one entry
         # into Dynamo a forward, and a graph that runs the whole forward with less host time than its
         # modules do (a swapped forward in it calls its kernel straight); the swapped forwards serve
         # where Dynamo does not (a frame it gives up on runs as it is).
-        patch.covers = covers = Covers(list(patch.ops.values()), lambda: patch.active, patch.dispatch.label)
+        patch.covers = covers = Covers(eager_ops, lambda: patch.active, patch.dispatch.label)
         covers.wrap(model, "", forwarding)
     elif traced:
         patch.covers = covers = Covers([patch.ops[n] for n in traced], lambda: patch.active, patch.dispatch.label)

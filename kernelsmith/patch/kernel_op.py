@@ -13,8 +13,10 @@ output that is a view of another follows from it outside the op), each laid out 
 sharing memory with an input or another. No host sync and no allocation but torch's: a CUDA graph
 captures it as it captures any op.
 
-It counts each region it takes in the patch's counts; a graph compiled while the patch was installed
-keeps calling it after `patch.remove()`: it runs the region's own ops then (its task's Model).
+Each kernel serves the modes patch.json gives it (`modes_of`: eager, compile, graphs), which the runtime
+asks here (`serving`, `unserved`). It counts each region it takes in the patch's counts; a graph compiled
+while the patch was installed keeps calling it after `patch.remove()`: it runs the region's own ops then
+(its task's Model).
 """
 
 import hashlib
@@ -49,6 +51,81 @@ def _shared() -> dict:
 _INSTANCES: dict[int, Any] = _shared()["instances"]
 _DEFINED: dict[str, Any] = _shared()["defined"]
 _LIBRARY: list = _shared()["library"]
+
+
+# -- the modes a kernel serves: eager, compile (torch.compile) and graphs (torch.compile whose graphs replay as
+# CUDA graphs). `kernelsmith apply` measures each mode in the model and writes, per kernel, the modes it serves
+# (patch.json's `modes`; `left_out`: why not each other mode): a kernel whose taking made a mode slower is left
+# out of it, and a mode no kernel makes faster runs the model as it was. A patch written before `modes` existed
+# serves as it did: eager always, the compiled modes unless the kernel's verdict loses to torch.compile's own
+# code (`compile_why`). A kernel whose regions another kernel takes (the same ops, install.py's merge) serves
+# where that kernel serves.
+
+MODES = ("eager", "compile", "graphs")
+COMPILED = frozenset({"compile", "graphs"})
+
+
+def modes_of(entry: dict) -> frozenset[str]:
+    """The modes patch.json's `entry` serves (an unknown word is no mode)."""
+    if "modes" in entry:
+        return frozenset(entry["modes"] or ()) & frozenset(MODES)
+    return frozenset({"eager"}) if entry.get("compile_why") else frozenset(MODES)
+
+
+def why_not(entry: dict, mode: str) -> str:
+    """Why `entry`'s kernel does not serve `mode`, in words."""
+    said = (entry.get("left_out") or {}).get(mode)
+    if said:
+        return said
+    if mode != "eager" and entry.get("compile_why"):
+        return entry["compile_why"]
+    return f"patch.json leaves it out of {mode} mode"
+
+
+def compiled_mode() -> str:
+    """The mode of the compile Inductor is running: graphs where its graphs will replay as CUDA graphs
+    (torch.compile(mode="reduce-overhead"), and "max-autotune", compile with Inductor's `triton.cudagraphs`
+    patched True for the compile: torch's _TorchCompileInductorWrapper hands compile_fx its mode's options
+    as config patches), else compile."""
+    import torch._inductor.config as inductor_config
+
+    return "graphs" if inductor_config.triton.cudagraphs else "compile"
+
+
+def serving(patch: Any, mode: str) -> list[str]:
+    """The kernels of an installed patch (install.Patch) that take their regions when the model runs in
+    `mode`; a merged kernel's regions are its keeper's, listed once. In a compiled mode only operators do."""
+    return [n for n in patch.dispatch.kernels if mode in patch.modes.get(n, ()) and (mode == "eager" or n in patch.ops)]
+
+
+def unserved(patch: Any, mode: str) -> dict[str, str]:
+    """Every kernel of an installed patch that does not serve `mode` -> why, in words (a region that cannot
+    be taken in place is `patch.skipped`, apart)."""
+    out: dict[str, str] = {}
+    for name, entry in patch.entries.items():
+        keeper = patch.merged.get(name, name)
+        if mode in patch.modes.get(keeper, ()) and (mode == "eager" or keeper in patch.ops):
+            continue
+        why = patch.eager_only.get(keeper) if mode != "eager" and keeper not in patch.ops else None
+        why = why or why_not(patch.entries.get(keeper, entry), mode)
+        out[name] = why if keeper == name else f"its regions are {keeper}'s, which does not serve {mode} mode: {why}"
+    return out
+
+
+def mode_ways(unserved_in: dict[str, str | None]) -> list[str]:
+    """How a kernel serves the modes beside eager's ways, in words: `unserved_in` is mode -> why it does not
+    serve it (None: it does)."""
+    ways = [f"not in eager mode: {unserved_in['eager']}"] if unserved_in.get("eager") else []
+    compiled = [m for m in MODES if m != "eager" and not unserved_in.get(m)]
+    if compiled:
+        only = "" if len(compiled) == 2 else f" in {compiled[0]} mode"
+        ways.append(f"torch.compile compiles it into its graphs{only} (inline.py)")
+    whys = {m: w for m, w in unserved_in.items() if m != "eager" and w}
+    if len(whys) == 2 and len(set(whys.values())) == 1:  # one reason for both compiled modes: said once
+        ways.append(next(iter(whys.values())))
+    else:
+        ways += [f"not in {m} mode: {w}" for m, w in whys.items()]
+    return ways
 
 
 def op_ready(pattern: Pattern, written: list) -> str | None:
@@ -94,6 +171,9 @@ class KernelOp:
         # why compiled graphs keep the model's own code for its regions (patch.json's compile_why: its verdict
         # loses to torch.compile's code); None: torch.compile takes its regions too
         self.compile_why: str | None = None
+        # the modes it serves (patch.json's `modes`, modes_of): the graph pass takes its regions only in a
+        # compile of a mode it serves
+        self.modes: frozenset[str] = frozenset(MODES)
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
         plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from .kernel_op import KernelOp
+from .kernel_op import COMPILED, KernelOp
 from .pattern import Slot, Step, Tracer
 
 
@@ -160,7 +160,9 @@ class Swap:
         mode = kop.dispatch
 
         def body(*args, **kwargs):
-            if kwargs or len(args) != n or not live() or (kop.compile_why and torch.compiler.is_compiling()):
+            # under torch.compile, a kernel that does not serve every compiled mode is left to the graph pass,
+            # which knows the compile's mode (kernel_op.compiled_mode)
+            if kwargs or len(args) != n or not live() or (torch.compiler.is_compiling() and not COMPILED <= kop.modes):
                 return original(*args, **kwargs)
             for x, (shape, stride, dtype) in zip(args, metas):
                 if not isinstance(x, torch.Tensor) or x.shape != shape or x.stride() != stride or x.dtype != dtype:

@@ -3,7 +3,7 @@
 "use strict";
 
 var OPT = readData();
-var PATCH = OPT.patch || {kernels: {}, times: [], capture_times: [], prediction: null, passed: false, reason: ""};
+var PATCH = OPT.patch || {kernels: {}, times: [], modes: [], capture_times: [], prediction: null, passed: false, reason: ""};
 
 function spanText(sp, digits) {
   if (!sp) return "\u2014";
@@ -59,7 +59,8 @@ function timeRows() {
       return;
     }
     var k = r.kernel, after = r.share, how = "unchanged";
-    if (k && k.in_patch && k.served_by) { after = 0; how = "in " + k.served_by + "'s kernel"; }
+    var eager = k && (!k.modes || k.modes.indexOf("eager") >= 0);  // a kernel left out of eager mode changes nothing here
+    if (k && k.in_patch && k.served_by && eager) { after = 0; how = "in " + k.served_by + "'s kernel"; }
     else if (k && k.in_patch && k.after_ms && t && t.before_ms.median > 0) {
       after = k.after_ms.median / t.before_ms.median; how = "measured";
     } else if (k && k.in_patch && (k.taken.eager || 0) > 0 && isNum(r.speedup) && r.speedup > 0) {
@@ -116,6 +117,9 @@ function renderModes() {
       cell(fmtX(t.speedup), t.speedup, {class: "num"}),
       cell([t.within_noise ? "within noise" : "", rel].filter(Boolean).join("; "), null, {class: "note"})));
   });
+  // Each mode as the patch serves it: with the kernels that make it faster, or the model as it was, and why.
+  document.getElementById("served").textContent = (PATCH.modes || []).length ? "Served: " +
+    PATCH.modes.map(function (m) { return m.said; }).join("; ") : "";
   var p = PATCH.prediction;
   document.getElementById("prediction").textContent = p ? "Eager " + p.measure + ": predicted " + fmtX(p.speedup) +
     " (" + fmtX(p.low) + "\u2013" + fmtX(p.high) + ") from the verdicts over " + fmtPct(p.covered) + " of the forward; measured " +
@@ -139,7 +143,8 @@ function patchText(r) {
   if (!k) return "\u2014";
   if (!k.in_patch) return "not in the patch";
   if (k.served_by) return "served by " + k.served_by;
-  var modes = Object.keys(k.taken);
+  if (k.modes && !k.modes.length && Object.keys(k.left_out || {}).length) return "serves no mode";
+  var modes = Object.keys(k.taken).filter(function (m) { return !k.modes || k.modes.indexOf(m) >= 0; });
   return modes.length ? modes.map(function (m) { return m + ": " + fmtSig(k.taken[m], 3) + " per forward"; }).join(", ") :
     "in the patch";
 }
