@@ -11,6 +11,13 @@ Mode = Literal["eager", "compile", "graphs"]
 MODES: tuple[Mode, ...] = ("eager", "compile", "graphs")
 
 
+def modes_on(device: str) -> tuple[Mode, ...]:
+    """The modes checked when none are named. On a GPU every mode, since speed-minded users compile and
+    replay CUDA graphs, and a mode no check measured is served by no kernel; on the CPU eager alone (its
+    times are the Triton interpreter's, relative only, and a compiled check costs minutes there)."""
+    return MODES if device == "cuda" else ("eager",)
+
+
 class ApplyOptions(BaseModel):
     """Options of `kernelsmith apply` (the CLI's flags of the same names). An unknown value (a mode, an
     --accept-slower word) is refused when the options are made, in one line."""
@@ -41,12 +48,17 @@ class ApplyOptions(BaseModel):
         "kept as measured: `eager` accepts an eager-time slowdown only (a server that replays CUDA graphs), "
         "`all` any.",
     )
-    modes: tuple[Mode, ...] = Field(
-        default=("eager",),
+    modes: tuple[Mode, ...] | None = Field(
+        default=None,
         min_length=1,
         description="How the model runs in the check: eager, compile (torch.compile), graphs (CUDA graphs). "
-        "The patch serves only the modes checked (another runs the model as it was: nothing measured it).",
+        "The patch serves only the modes checked (another runs the model as it was: nothing measured it). "
+        "None: every mode the device runs (modes_on).",
     )
+
+    def modes_for(self, device: str) -> tuple[Mode, ...]:
+        """The modes checked on `device`: those named, else modes_on(device)."""
+        return self.modes or modes_on(device)
 
     def min_speedup_for(self, capture_device: str) -> float:
         """The --min-speedup in force for a capture made on `capture_device`."""

@@ -124,7 +124,8 @@ def _apply(run_dirs: list[Path], capture_dir: Path, out: Path, opts: ApplyOption
     device = opts.device or manifest.get("device", "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
-    if "graphs" in opts.modes and device != "cuda":
+    opts = opts.model_copy(update={"modes": opts.modes_for(device)})
+    if "graphs" in opts.modes_for(device) and device != "cuda":
         raise UserError(f"--mode graphs replays CUDA graphs: it needs --device cuda (this check runs on the {device})")
     picks = choose(run_dirs, capture_dir, manifest, opts.min_speedup_for(manifest.get("device", "cpu")))
     write_patch(out, capture_dir, manifest, picks)

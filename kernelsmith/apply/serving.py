@@ -237,11 +237,12 @@ def serve(ck: Checking, kernels: list[Chosen]) -> tuple[list[E2E], list[ModeServ
     that order; every mode, in MODES' order). Each kernel's `modes` and `left_out` say the same, and so
     does patch.json."""
     inside = [c for c in kernels if c.why is None]
-    unchecked = {m: f"not checked (--mode {m} measures it)" for m in MODES if m not in ck.opts.modes}
+    checked = ck.opts.modes_for(ck.device)
+    unchecked = {m: f"not checked (--mode {m} measures it)" for m in MODES if m not in checked}
     for c in inside:
-        c.modes, c.left_out = [m for m in verdict_modes(c) if m in ck.opts.modes], dict(unchecked)
+        c.modes, c.left_out = [m for m in verdict_modes(c) if m in checked], dict(unchecked)
     checks, modes = [], []
-    for mode in ck.opts.modes:
+    for mode in checked:
         e, served = _serve_mode(ck, inside, mode)
         checks += [e] if e is not None else []
         modes.append(served)

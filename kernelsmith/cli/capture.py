@@ -118,10 +118,11 @@ def apply_cmd(
         "not pay) or all",
     ),
     modes: list[Mode] = typer.Option(
-        [Mode.eager],
+        [],
         "--mode",
         help="how the check runs the model, original and patched alike; repeat for several: eager, compile "
-        "(torch.compile), graphs (torch.compile with CUDA graphs, mode='reduce-overhead'; CUDA only)",
+        "(torch.compile), graphs (torch.compile with CUDA graphs, mode='reduce-overhead'; CUDA only) [default: "
+        "all three on cuda, eager on the cpu]",
     ),
 ) -> None:
     """Write the best kernel of each run as a drop-in patch for the captured model and check it end to
@@ -145,7 +146,7 @@ def apply_cmd(
         rtol=rtol,
         min_speedup=min_speedup,
         accept_slower=accept_slower.value,
-        modes=tuple(dict.fromkeys(m.value for m in modes)),
+        modes=tuple(dict.fromkeys(m.value for m in modes)) or None,
     )
     done = apply_runs(run_dirs, capture_dir, out, options)
     console.print(_kernels_table(done))

@@ -47,7 +47,10 @@ def optimize_cmd(
     ),
     forwards: int = typer.Option(default("forwards"), "--forwards", min=1, help="profiled forwards capture ranks on"),
     modes: list[Mode] = typer.Option(
-        [Mode.eager], "--mode", help="how the patch is checked; repeat for several: eager, compile, graphs (CUDA)"
+        [],
+        "--mode",
+        help="how the patch is checked; repeat for several: eager, compile, graphs (CUDA) [default: all three "
+        "on cuda, eager on the cpu]; the patch serves only the modes checked",
     ),
     device: Device = typer.Option(Device.cuda, help="where the model and the searches run: cuda, or cpu (interpreter)"),
     seeds: str | None = typer.Option(
@@ -102,7 +105,7 @@ def _options(flags: dict):
 
     enums = {k: v.value for k, v in flags.items() if isinstance(v, Enum)}
     named = {k: v for k, v in {**flags, **enums}.items() if k not in ("budget", "modes", "quiet")}
-    modes = tuple(dict.fromkeys(m.value for m in flags["modes"]))
+    modes = tuple(dict.fromkeys(m.value for m in flags["modes"])) or None
     return OptimizeOptions(**named, budget_s=parse_budget(flags["budget"]), modes=modes)
 
 

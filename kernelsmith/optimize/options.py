@@ -28,8 +28,9 @@ class OptimizeOptions(BaseModel):
     """Regions below this share of the forward are not captured as tasks."""
     forwards: int = Field(default=5, ge=1)
     """Profiled forwards the capture ranks on."""
-    modes: tuple[Mode, ...] = ("eager",)
-    """How the patch is checked: eager, compile (torch.compile), graphs (CUDA graphs)."""
+    modes: tuple[Mode, ...] | None = None
+    """How the patch is checked: eager, compile (torch.compile), graphs (CUDA graphs); None: every mode the
+    device runs (apply's modes_on). The patch serves only the modes checked."""
     device: Literal["cuda", "cpu"] = "cuda"
     seeds: str | None = None
     """A folder of seeds named as the tasks (NAME.py or NAME_seed.py), or `file.py:function`: a function
@@ -56,6 +57,13 @@ class OptimizeOptions(BaseModel):
     eval_backend: Literal["local", "ray", "service"] | None = None
     ray_address: str | None = None
     eval_url: str | None = None
+
+    @property
+    def checked_modes(self) -> tuple[Mode, ...]:
+        """The modes the patch is checked in (and may serve): those named, else every mode the device runs."""
+        from kernelsmith.apply.options import modes_on
+
+        return self.modes or modes_on(self.device)
 
     def bound(self) -> dict:
         """The settings that make the capture: a work directory is bound to them."""

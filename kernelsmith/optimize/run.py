@@ -91,7 +91,7 @@ def _config(opts: OptimizeOptions) -> EvolveConfig:
 def _check(opts: OptimizeOptions) -> None:
     if opts.device == "cuda" and not torch.cuda.is_available():
         raise UserError(NO_CUDA_GPU)
-    if "graphs" in opts.modes and opts.device != "cuda":
+    if "graphs" in opts.checked_modes and opts.device != "cuda":
         raise UserError("--mode graphs replays CUDA graphs: it needs --device cuda")
     if opts.seeds is not None and not Path(opts.seeds).is_dir() and ":" not in opts.seeds:
         raise UserError(f"--seeds {opts.seeds}: no such folder (give a folder of seeds, or file.py:function)")
@@ -258,7 +258,7 @@ def _patch(wd: WorkDir, state: State, regions: list[Region], opts: OptimizeOptio
         return None
     min_speedup = opts.min_speedup if opts.min_speedup is not None else (0.0 if device == "cpu" else 1.0)
     settings = {"device": device, "reps": opts.reps, "min_speedup": min_speedup, "accept_slower": opts.accept_slower}
-    key = patch_key(runs, opts.modes, settings)
+    key = patch_key(runs, opts.checked_modes, settings)
     if (
         state.patch is not None
         and state.patch.key == key
@@ -267,11 +267,11 @@ def _patch(wd: WorkDir, state: State, regions: list[Region], opts: OptimizeOptio
         say("patch: done earlier, of the same kernels and modes")
         return state.patch
     out = wd.patch_dir(opts.entry)
-    modes = ", ".join(opts.modes)
+    modes = ", ".join(opts.checked_modes)
     best = "the best kernel of 1 search" if len(runs) == 1 else f"the best kernels of {len(runs)} searches"
     say(f"patch: {best} into {out}, checked in {modes}")
     patch: PatchOutcome = make_patch(
-        runs, wd.capture, out, device, opts.modes, opts.reps, min_speedup, opts.accept_slower, key
+        runs, wd.capture, out, device, opts.checked_modes, opts.reps, min_speedup, opts.accept_slower, key
     )
     if patch.path is None and (out / "patch.json").is_file():
         shutil.rmtree(out)  # an earlier patch of other kernels: not this run's
