@@ -113,7 +113,8 @@ def _apply(tmp_path: Path, cap: Path, kernels: list, *flags: str):
         store.close()
         runs.append(str(tmp_path / f"runs{label}" / f"run{i}"))
     out = tmp_path / "two_patch"
-    args = ["apply", *runs, "--capture", str(cap), "--out", str(out), "--reps", "3", *flags]
+    modes = [] if "--mode" in flags else ["--mode", "eager"]  # a capture on CUDA checks all three by default
+    args = ["apply", *runs, "--capture", str(cap), "--out", str(out), "--reps", "3", *modes, *flags]
     said = CliRunner().invoke(app, args, terminal_width=400)
     read = lambda name: json.loads((out / name).read_text())
     return said, read("apply.json"), read("patch.json")

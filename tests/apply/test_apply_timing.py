@@ -159,7 +159,9 @@ def _apply(tmp_path: Path, cap: Path, task, code: str, *flags: str, speedup: flo
     store.add(Program(0, 0, "tune", code, "correct", correct=True, speedup=speedup, eval={"timing": timing}))
     store.close()
     out = tmp_path / f"p{label}"
-    args = ["apply", str(tmp_path / f"run{label}"), "--capture", str(cap), "--out", str(out), "--reps", "3", *flags]
+    modes = [] if "--mode" in flags else ["--mode", "eager"]  # a capture on CUDA checks all three by default
+    args = ["apply", str(tmp_path / f"run{label}"), "--capture", str(cap), "--out", str(out), "--reps", "3"]
+    args += [*modes, *flags]
     said = CliRunner().invoke(app, args, terminal_width=400)
     return said, json.loads((out / "apply.json").read_text())
 
