@@ -88,7 +88,9 @@ def test_kernels_that_cost_the_mode_are_left_out_and_the_rest_checked_again(monk
     }
     kernels, ran = _serving(monkeypatch, lambda r: {n: ms for n, ms in times(r).items() if n != "d"})
     kernels[3].why = "no successful program in the run"
-    ck = SimpleNamespace(opts=ApplyOptions(modes=("eager",)), parts=PARTS, measure="device time", out=Path("."))
+    ck = SimpleNamespace(
+        opts=ApplyOptions(modes=("eager",)), parts=PARTS, measure="device time", out=Path("."), device="cuda"
+    )
     checks, modes = serve(ck, kernels)  # pyright: ignore[reportArgumentType]
     assert ran == [["a", "b", "c"], ["b", "c"], ["b"]] and len(ran) == 1 + REDOS
     eager = modes[0]
@@ -113,7 +115,7 @@ def test_a_mode_still_slower_when_no_re_check_is_left_runs_as_the_model_was(monk
     order = ["a", "b", "c", "d"]
     kernels, ran = _serving(monkeypatch, lambda r: {n: 0.3 if n == r[0] else 0.05 for n in r})
     ck = SimpleNamespace(
-        opts=ApplyOptions(modes=("eager", "compile")), parts=PARTS, measure="device time", out=Path(".")
+        opts=ApplyOptions(modes=("eager", "compile")), parts=PARTS, measure="device time", out=Path("."), device="cuda"
     )
     checks, modes = serve(ck, kernels)  # pyright: ignore[reportArgumentType]
     assert ran[:3] == [order, order[1:], order[2:]] and not checks
