@@ -67,8 +67,8 @@ class RegionGraph:
         outs = next(p for p in graph.nodes if p.op == "output").args[0]
         bases: list[torch.fx.Node | None] = [None] * len(kop.bases)
         for out, base in zip(outs, kop.pattern.bases):
-            while is_view(out):
-                out = out.args[0]
+            while is_view(out) or (out.op == "call_function" and getattr(out.target, "is_view", False)):
+                out = out.args[0]  # a `select` after the region's last op too: another output gives its base
             bases[kop.bases.index(base)] = out
         order = {node: i for i, node in enumerate(graph.nodes)}
         self.ok = all(isinstance(b, torch.fx.Node) and b.op == "call_function" for b in bases)

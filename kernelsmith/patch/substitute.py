@@ -315,11 +315,13 @@ def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Modul
 
 def output_plan(pattern: Pattern) -> list[tuple]:
     """Per output of the region: (its shape as a torch.Size, its dtype, the value it is or is a view of,
-    the functions that give that value from it), what `values_of` checks and does, looked up once."""
+    the functions that give that value from it, None where it is a view of part of it that another
+    output gives), what `values_of` checks and does, looked up once."""
     plan = []
     for slot, base, unviews in zip(pattern.outputs, pattern.bases, pattern.unviews):
         shape, _, dtype = slot_meta(pattern, slot)
-        plan.append((torch.Size(shape), dtype, base, [unviewer(pattern, v) for v in reversed(unviews)]))
+        undo = None if unviews is None else [unviewer(pattern, v) for v in reversed(unviews)]
+        plan.append((torch.Size(shape), dtype, base, undo))
     return plan
 
 
@@ -337,7 +339,7 @@ def values_of(pattern: Pattern, outs: list, plan: list[tuple] | None = None) -> 
             raise RuntimeError(
                 f"{pattern.name}: the kernel returned {what} where the region makes {dtype}{list(shape)}"
             )
-        if base in values:  # an output that is a view of another output follows from it
+        if unviews is None or base in values:  # an output that is a view of another output follows from it
             continue
         for undo in unviews:  # the model makes these views of the value
             got = undo(got)
