@@ -215,7 +215,8 @@ def unviewer(pattern: Pattern, step: Step) -> Callable[[torch.Tensor], torch.Ten
     if name == "expand":  # its broadcast dimensions hold copies: keep one
 
         def unexpand(got: torch.Tensor) -> torch.Tensor:
-            got = got[(0,) * (got.dim() - len(shape))]
+            if got.dim() > len(shape):  # leading dimensions the expand added (no `alias` op where none)
+                got = got[(0,) * (got.dim() - len(shape))]
             for d, n in enumerate(shape):
                 if n == 1 and got.shape[d] != 1:
                     got = got.narrow(d, 0, 1)

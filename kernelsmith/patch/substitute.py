@@ -250,7 +250,7 @@ class Substitution(TorchDispatchMode):
             shape, stride, _ = slot_meta(pattern, base)
             t = held(base)
             if t is None:
-                here[base.key] = got if tuple(got.stride()) == stride else restride(got, shape, stride)
+                here[base.key] = got if laid_out(got, stride) else restride(got, shape, stride)
             elif id(t) in match.tainted and id(t) not in match.viewed and tuple(got.stride()) == stride:
                 t.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
             elif id(t) in match.tainted or any(t is g for g in given):
@@ -349,6 +349,16 @@ def values_of(pattern: Pattern, outs: list, plan: list[tuple] | None = None) -> 
 
 def restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
     return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def laid_out(t: torch.Tensor, stride: tuple) -> bool:
+    """`t` (of the region's shape) is laid out as `stride` says. A dimension of one element may have any
+    stride, as torch's own contiguity says: a kernel that gives a [1, n] value as a view of an expanded one
+    (stride 0 there) needs no copy (BERT's token type ids copied on every call)."""
+    got = t.stride()
+    if got == stride:
+        return True
+    return t.numel() == 0 or all(g == s for g, s, n in zip(got, stride, t.shape) if n != 1)
 
 
 def hooks(patch, mode: Substitution):

@@ -125,3 +125,30 @@ def test_a_region_whose_task_also_returns_a_part_of_its_value_is_taken_alone(mod
     assert torch.equal(got.last_hidden_state, want.last_hidden_state)
     assert torch.equal(got.pooler_output, want.pooler_output)
     assert [c.fired for c in patch.counts.values()] == [1]
+
+
+def test_a_bert_with_padding_patched_in_eager_mode_runs_no_op_the_model_does_not(models: Path, tmp_path: Path):
+    """Every region of a BERT patched, its attention mask padded: the mask's region reads `mask.all()` on
+    the host (it cannot be a graph: left out, said in `refused`; before, it kept every kernel out of the
+    forward), and the token type ids' kernel gives a [1, 12] value as a view of an expanded one, which is
+    laid out as the region's (a dimension of one element has any stride; before, it was copied)."""
+    patch, model, twin, made = _patched(f"{models / 'hf_models.py'}:bert_padded", tmp_path)
+    (patched, got), (own, want) = _ops(model, made), _ops(twin, made)
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
+    assert not _extra(patched, own), _extra(patched, own)
+    assert patch.covers is not None and any("does not trace to a graph" in r for r in patch.covers.refused)
+    took = {n for n, c in patch.counts.items() if c.fired}
+    assert {n for n in patch.counts if "native_layer_norm" in n or n.startswith(("geluactivation", "tanh"))} <= took
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Dynamo folds torch.compiler.is_compiling() to True in the traced forward, so transformers builds the "
+    "attention mask its eager forward skips on an all-ones mask (arange, ge, index, and, expand) and SDPA runs "
+    "masked (docs/benchmarks.md, issue 54)",
+)
+def test_a_bert_without_padding_patched_in_eager_mode_builds_no_mask(models: Path, tmp_path: Path):
+    patch, model, twin, made = _patched(f"{models / 'hf_models.py'}:bert_unpadded", tmp_path)
+    (patched, got), (own, want) = _ops(model, made), _ops(twin, made)
+    assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
+    assert not _extra(patched, own), _extra(patched, own)
