@@ -11,7 +11,15 @@ model's top-level forward traced (a cover of depth <= 1: '' or 'model'): TorchDy
 down its compiling branches (transformers builds an explicit attention mask there), which the first
 H100 profile suggested costs more than those kernels save.
 
-    python benchmarks/probes/patch_profile.py [ENTRY] [--out DIR]
+`--kernels inductor` patches any model with `kernelsmith seed`'s kernels (Inductor's Triton code, what
+`optimize` starts from), `--kernels models` with each task's own Model (the model's ops, each region in one
+call: what the patch's plumbing costs alone), `--only` the named tasks. Issue 54 (a ViT 2x slower in eager
+mode on an H100, its regions the layers' add + norm and the pooler's tanh, seeds as kernels):
+
+    python benchmarks/probes/patch_profile.py benchmarks/device/models/transformers_models.py:vit \
+        --kernels inductor --only vitmodel_vitlayer,vitmodel_vitlayer_native_layer_norm,tanh
+
+    python benchmarks/probes/patch_profile.py [ENTRY] [--out DIR] [--kernels llama|inductor|models] [--only A,B]
 """
 
 from __future__ import annotations
@@ -72,9 +80,27 @@ def as_apply_reads(model, made, patch, reps: int = 5) -> tuple[float, dict[str, 
     return median(totals), {k: f"{median(v) * 1e3:.1f} us" for k, v in per.items()}
 
 
-def main() -> int:
+def kernel_source(path: Path, how: str) -> str | None:
+    """A kernel for the captured task at `path`: the Llama example's seed, `kernelsmith seed`'s, or the task's
+    own Model (None: none of that kind)."""
+    if how == "models":
+        return path.read_text(encoding="utf-8") + "\n\nModelNew = Model\n"
+    if how == "inductor":
+        from kernelsmith.errors import UserError
+        from kernelsmith.seed.seed import seed_task
+        from kernelsmith.task import Task
+
+        try:
+            return seed_task(Task.from_file(path)).source
+        except UserError as exc:
+            print(f"{path.stem}: no seed ({exc})")
+            return None
     from seeds import seed_for
 
+    return seed_for(path)
+
+
+def main() -> int:
     from kernelsmith.apply.patch_dir import Chosen, write_patch
     from kernelsmith.capture.entry import call_entry
     from kernelsmith.capture.run import capture
@@ -83,13 +109,18 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("entry", nargs="?", default=str(ROOT / "examples/llama_decode/model.py:decode_step"))
     ap.add_argument("--out", type=Path, default=Path("/tmp/patch_profile"))
+    ap.add_argument("--kernels", choices=["llama", "inductor", "models"], default="llama")
+    ap.add_argument("--only", default="", help="comma-separated task names (default: every task)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     cap = args.out / "capture"
     capture(args.entry, cap, device=DEV, forwards=3)
     manifest = json.loads((cap / "capture.json").read_text())
     kept = []
     for task in manifest["tasks"]:
-        source = seed_for(cap / task["file"]) if task["file"] else None
+        if not task["file"] or (only and task["name"] not in only):
+            continue
+        source = kernel_source(cap / task["file"], args.kernels)
         if source:
             chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 1.0, 1)
             kept.append((chosen, source, task))

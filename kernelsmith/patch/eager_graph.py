@@ -197,6 +197,8 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
     for kop in kops:
         if kop.graph is None:
             kop.graph = graph_match.RegionGraph(kop)
+        if kop.graph.why is not None and all(not r.startswith(f"{kop.name}: ") for r in refused):
+            refused.append(f"{kop.name}: {kop.graph.why}")
         if kop.graph.ok:
             taken = {g for _, _, m in matches for k, g in m.items() if k.op != "placeholder"}
             found = graph_match.find(traced.aten.graph, kop.graph, sealed=True, symbols=symbols, elsewhere=elsewhere)

@@ -35,9 +35,19 @@ def is_view(node: torch.fx.Node) -> bool:
 
 
 class RegionGraph:
-    """A kernel's region as an aten graph holds it (`kop`: a kernel_op.KernelOp)."""
+    """A kernel's region as an aten graph holds it (`kop`: a kernel_op.KernelOp). `ok` is False where no
+    graph holds it whole; `why` then says why (a region that reads a value into Python, BERT's
+    `attention_mask.all()` before its mask is built, cannot be traced to a graph)."""
 
     def __init__(self, kop):
+        self.why: str | None = None
+        try:
+            self._trace(kop)
+        except Exception as exc:  # noqa: BLE001 - this region alone is left as the model's ops, not every kernel
+            self.why = f"its region does not trace to a graph ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            self.ok, self.placeholders, self.metas, self.bases, self.search = False, [], [], [], []
+
+    def _trace(self, kop) -> None:
         from torch._inductor.pattern_matcher import fwd_only
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -57,8 +67,8 @@ class RegionGraph:
         outs = next(p for p in graph.nodes if p.op == "output").args[0]
         bases: list[torch.fx.Node | None] = [None] * len(kop.bases)
         for out, base in zip(outs, kop.pattern.bases):
-            while is_view(out):
-                out = out.args[0]
+            while is_view(out) or (out.op == "call_function" and getattr(out.target, "is_view", False)):
+                out = out.args[0]  # a `select` after the region's last op too: another output gives its base
             bases[kop.bases.index(base)] = out
         order = {node: i for i, node in enumerate(graph.nodes)}
         self.ok = all(isinstance(b, torch.fx.Node) and b.op == "call_function" for b in bases)

@@ -48,7 +48,9 @@ class Pattern:
     outputs: list[Slot]
     last: int = 0  # index of the last deferred step: the kernel runs there
     bases: list[Slot] = field(default_factory=list)  # per output: the value it is, or is a view of
-    unviews: list[list[Step]] = field(default_factory=list)  # per output: the views after `last` that make it
+    # per output: the views after `last` that make it of its base; None where one of them keeps part of the
+    # base (ViT's CLS token `select`ed from the final norm's output): another output gives the base then
+    unviews: list[list[Step] | None] = field(default_factory=list)
     input_meta: list[tuple] = field(default_factory=list)  # per input: (shape, stride, dtype)
 
     def __post_init__(self) -> None:
@@ -151,10 +153,16 @@ def trace(name: str, model: torch.nn.Module, inputs: list, written: list[Slot] |
         raise PatternError("its Model runs no compute op")
     pattern = Pattern(name, tracer.steps, len(inputs), {a: meta(t) for a, t in params.items()}, outputs)
     pattern.input_meta = [meta(t) for t in inputs]
+    partial: list[str] = []
     for out in outputs:
-        base, unviews = _base(pattern, out)
+        base, unviews, why = _base(pattern, out)
         pattern.bases.append(base)
-        pattern.unviews.append(unviews)
+        pattern.unviews.append(None if why else unviews)
+        partial.append(why)
+    for base, why in zip(pattern.bases, partial):
+        given = any(b == base and u is not None for b, u in zip(pattern.bases, pattern.unviews))
+        if why and not given:
+            raise PatternError(why)
     return pattern
 
 
@@ -167,11 +175,13 @@ def slot_meta(pattern: Pattern, slot: Slot) -> tuple:
     return next(s.out_meta[slot.key] for s in pattern.steps if slot.key in s.out_meta)
 
 
-def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step]]:
-    """The value made by the last compute op or before that `out` is, or is a view of, and the views
-    after the last compute op that make `out` of it (a view the region borrowed at its end, such as the
-    `expand` and `view` before the next bmm, runs in the model on the value the kernel's output gives)."""
-    slot, unviews = out, []
+def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step], str]:
+    """The value made by the last compute op or before that `out` is, or is a view of, the views after the
+    last compute op that make `out` of it (a view the region borrowed at its end, such as the `expand` and
+    `view` before the next bmm, runs in the model on the value the kernel's output gives), and why `out`
+    cannot give that value ("" where it can): one of the views keeps part of it (a `select`, a `slice`), so
+    another output must give it (trace checks)."""
+    slot, unviews, partial = out, [], ""
     while slot.kind == "val":
         step = next(s for s in pattern.steps if slot.key in s.out_meta)
         if pattern.steps.index(step) <= pattern.last:
@@ -180,12 +190,15 @@ def _base(pattern: Pattern, out: Slot) -> tuple[Slot, list[Step]]:
         name = step.func.overloadpacket.__name__
         if name not in _WHOLE_VIEWS or len(ins) != 1 or step.func._overloadname == "dtype":
             why = "a view of part of it" if step.func.is_view else "not a view"
-            raise PatternError(
+            said = (
                 f"an output is made by {step.func} after its last compute op ({why}: the kernel's output "
                 "cannot give the value it is made of)"
             )
+            if not step.func.is_view or len(ins) != 1:
+                raise PatternError(said)
+            partial = partial or said
         slot, unviews = ins[0], [step, *unviews]
-    return slot, unviews
+    return slot, unviews, partial
 
 
 # Views that keep every element of their input: the input follows from the output (`unviewer`).
@@ -202,7 +215,8 @@ def unviewer(pattern: Pattern, step: Step) -> Callable[[torch.Tensor], torch.Ten
     if name == "expand":  # its broadcast dimensions hold copies: keep one
 
         def unexpand(got: torch.Tensor) -> torch.Tensor:
-            got = got[(0,) * (got.dim() - len(shape))]
+            if got.dim() > len(shape):  # leading dimensions the expand added (no `alias` op where none)
+                got = got[(0,) * (got.dim() - len(shape))]
             for d, n in enumerate(shape):
                 if n == 1 and got.shape[d] != 1:
                     got = got.narrow(d, 0, 1)

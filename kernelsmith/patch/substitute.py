@@ -250,7 +250,7 @@ class Substitution(TorchDispatchMode):
             shape, stride, _ = slot_meta(pattern, base)
             t = held(base)
             if t is None:
-                here[base.key] = got if tuple(got.stride()) == stride else restride(got, shape, stride)
+                here[base.key] = got if laid_out(got, stride) else restride(got, shape, stride)
             elif id(t) in match.tainted and id(t) not in match.viewed and tuple(got.stride()) == stride:
                 t.set_(got)  # pyright: ignore[reportArgumentType]  (a tensor source: no copy)
             elif id(t) in match.tainted or any(t is g for g in given):
@@ -315,11 +315,13 @@ def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Modul
 
 def output_plan(pattern: Pattern) -> list[tuple]:
     """Per output of the region: (its shape as a torch.Size, its dtype, the value it is or is a view of,
-    the functions that give that value from it), what `values_of` checks and does, looked up once."""
+    the functions that give that value from it, None where it is a view of part of it that another
+    output gives), what `values_of` checks and does, looked up once."""
     plan = []
     for slot, base, unviews in zip(pattern.outputs, pattern.bases, pattern.unviews):
         shape, _, dtype = slot_meta(pattern, slot)
-        plan.append((torch.Size(shape), dtype, base, [unviewer(pattern, v) for v in reversed(unviews)]))
+        undo = None if unviews is None else [unviewer(pattern, v) for v in reversed(unviews)]
+        plan.append((torch.Size(shape), dtype, base, undo))
     return plan
 
 
@@ -337,7 +339,7 @@ def values_of(pattern: Pattern, outs: list, plan: list[tuple] | None = None) -> 
             raise RuntimeError(
                 f"{pattern.name}: the kernel returned {what} where the region makes {dtype}{list(shape)}"
             )
-        if base in values:  # an output that is a view of another output follows from it
+        if unviews is None or base in values:  # an output that is a view of another output follows from it
             continue
         for undo in unviews:  # the model makes these views of the value
             got = undo(got)
@@ -347,6 +349,16 @@ def values_of(pattern: Pattern, outs: list, plan: list[tuple] | None = None) -> 
 
 def restride(t: torch.Tensor, shape: tuple, stride: tuple) -> torch.Tensor:
     return torch.empty_strided(shape, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def laid_out(t: torch.Tensor, stride: tuple) -> bool:
+    """`t` (of the region's shape) is laid out as `stride` says. A dimension of one element may have any
+    stride, as torch's own contiguity says: a kernel that gives a [1, n] value as a view of an expanded one
+    (stride 0 there) needs no copy (BERT's token type ids copied on every call)."""
+    got = t.stride()
+    if got == stride:
+        return True
+    return t.numel() == 0 or all(g == s for g, s, n in zip(got, stride, t.shape) if n != 1)
 
 
 def hooks(patch, mode: Substitution):
