@@ -34,6 +34,7 @@ model's ops; each run of it counts in `autograd`.
 from __future__ import annotations
 
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -306,15 +307,19 @@ class Covers:
             # again: the forward runs as it is there, and is traced at its first call outside one.
             if torch.compiler.is_compiling() or not live() or _get_current_dispatch_mode() is not None:
                 return original(*args, **kwargs)
-            if folds is None:
-                return compiled(*args, **kwargs)
-            # what a trace of this call folds it to (see _export_fold); put back as it was, which is False
-            # where a covered forward runs between the graphs of another's (after a graph break)
+            # the trace folds is_exporting() and runs _RUN_EAGERLY as the model's eager forward does; each put
+            # back as it was, which is the trace's own where a covered forward runs between the graphs of
+            # another's (after a graph break)
+            twins = _eager_twins()
+            for module, name, _, twin in twins:
+                setattr(module, name, twin)
             before, folds[exporting] = folds[exporting], exporting()
             try:
                 return compiled(*args, **kwargs)
             finally:
                 folds[exporting] = before
+                for module, name, was, _ in twins:
+                    setattr(module, name, was)
 
         self.wrapped.append((module, "forward" in module.__dict__, module.__dict__.get("forward"), path))
         module.forward = forwarding(original, body, by_name=False)
@@ -328,7 +333,7 @@ class Covers:
         self.wrapped = []
 
 
-def _export_fold() -> dict | None:
+def _export_fold() -> dict:
     """The table TorchDynamo folds `torch.compiler.is_exporting()` from, where it folds it to True.
 
     Dynamo of torch 2.11 folds `is_exporting()` to True in every trace, torch.compile's included (since
@@ -339,14 +344,40 @@ def _export_fold() -> dict | None:
     ~50 us at batch 1; on the CPU with Dynamo folding as 2.11's: arange, le, where, expand, clone). A
     forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
     `is_exporting()` says (False unless torch.export runs), then what it said before, so that the user's
-    own torch.compile folds as their torch does. None where the table is not there (a later torch)."""
+    own torch.compile folds as their torch does. A table of its own where Dynamo does not fold it so."""
     try:
         from torch._dynamo.variables.torch import tracing_state_functions
 
         table = tracing_state_functions()
     except Exception:  # noqa: BLE001 - a torch without the table reads the flag itself
-        return None
-    return table if table.get(torch.compiler.is_exporting) is True else None
+        table = {}
+    return table if table.get(torch.compiler.is_exporting) is True else {torch.compiler.is_exporting: False}
+
+
+# Functions a covered forward's trace runs as the model's eager forward runs them (a graph break around
+# each call): each picks the model's work by asking whether it is traced, in ways no fold reaches.
+# transformers' `_ignore_causal_mask_sdpa` skips the causal mask only untraced: up to 5.17 it asks
+# `is_tracing()` (Dynamo folds `is_compiling()` to True in every trace: folding it False instead breaks
+# transformers' own tracing, ContextVar.set at each module), and from 5.18 it reads an attention mask only
+# untraced. Traced, the Llama decode step built an explicit mask and SDPA ran masked on K/V copied to every
+# head (H100, torch 2.11, transformers 5.17: 8 arange, 4 clone, a strided copy; ~50 us at batch 1).
+_RUN_EAGERLY = (("transformers.masking_utils", "_ignore_causal_mask_sdpa"),)
+_TWINS: dict[Callable, Callable] = {}  # a function -> its one twin that Dynamo runs eagerly (it guards on the twin)
+
+
+def _eager_twins() -> list[tuple[Any, str, Callable, Callable]]:
+    """(module, name, its function now, the twin) of each of _RUN_EAGERLY that the process has imported."""
+    found = []
+    for where, name in _RUN_EAGERLY:
+        module = sys.modules.get(where)
+        fn = getattr(module, name, None)
+        if callable(fn):
+            twin = _TWINS.get(fn)
+            if twin is None:
+                twin = _TWINS[fn] = torch.compiler.disable(fn)
+                _TWINS[twin] = twin
+            found.append((module, name, fn, twin))
+    return found
 
 
 def _holds_region(traced: Traced, kop: KernelOp) -> bool:

@@ -72,6 +72,17 @@ class Stack(nn.Module):
         return x
 
 
+class AskingMLP(MLP):
+    def forward(self, x):  # work a trace that reads is_exporting() as True does, the eager forward does not
+        y = super().forward(x)
+        return y.clone() if torch.compiler.is_exporting() else y
+
+
+def asking():
+    torch.manual_seed(0)
+    return AskingMLP(), (torch.randn(2, 5, 16),)
+
+
 def convnext():
     torch.manual_seed(0)
     return Net(), (torch.randn(2, 16, 8, 8),)
@@ -221,6 +232,29 @@ def test_a_transformers_bert_intermediate_gelu_is_taken_in_eager_mode(tmp_path: 
     assert patch.counts[gelu].fired == 4, patch.covers.refused if patch.covers else None
 
 
+@pytest.mark.parametrize("folded", [False, True], ids=["this-torch", "is_exporting-folded-true"])
+def test_a_covered_forward_that_asks_is_exporting_runs_its_eager_branch(models: Path, tmp_path: Path, folded: bool):
+    """A forward the patch traces (the MLP covers its GELU region) reads `torch.compiler.is_exporting()` as
+    its eager run does (False), on this torch and with Dynamo folding it to True as torch 2.11's does."""
+    entry = f"{models / 'user_models.py'}:asking"
+    _patch_all(entry, tmp_path)
+    made = call_entry(entry, "cpu")
+    model, twin = made.model, copy.deepcopy(made.model)
+    patch = install(model, tmp_path / "patch")
+
+    def ops(m) -> tuple[collections.Counter, torch.Tensor]:
+        with torch.no_grad():
+            with _dynamo_folding_is_exporting_to_true() if folded else contextlib.nullcontext():
+                m(*made.args)  # the patched model's trace
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                out = m(*made.args)
+        return collections.Counter(e.name for e in prof.events()), out
+
+    (patched, got), (own, want) = ops(model), ops(twin)
+    assert torch.equal(got, want) and all(c.fired for c in patch.counts.values()) and patch.counts
+    assert patched["aten::clone"] <= own["aten::clone"], (patched["aten::clone"], own["aten::clone"])
+
+
 def test_the_llama_final_norm_kernel_alone_is_right_in_eager_mode(tmp_path: Path):
     """The final norm's task (the last layer's residual add + the model's norm) has the same ops as each
     layer's add + norm; patched alone in eager mode, it takes the final one only and the logits are the
@@ -274,37 +308,43 @@ def _dynamo_folding_is_exporting_to_true():
 
 
 @pytest.mark.parametrize(
-    "device, folded",
+    "device, case",
     [
-        ("cpu", False),
-        ("cpu", True),
+        ("cpu", "this-torch"),
+        ("cpu", "is_exporting-folded-true"),
+        ("cpu", "attention-mask"),
         pytest.param(
             "cuda",
-            False,
+            "this-torch",
             marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
         ),
     ],
-    ids=["cpu-this-torch", "cpu-is_exporting-folded-true", "cuda-this-torch"],
+    ids=["cpu-this-torch", "cpu-is_exporting-folded-true", "cpu-attention-mask", "cuda-this-torch"],
 )
-def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(
-    tmp_path: Path, device: str, folded: bool
-):
+def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(tmp_path: Path, device: str, case: str):
     """Every region of the Llama decode step patched (each kernel its task's own Model): the patched
-    forward runs no work the model's own does not. Torch 2.11's Dynamo folds `is_exporting()` to True in
-    every trace, so a traced `LlamaModel.forward` took transformers' export branch: an explicit causal mask
-    (arange, le, where, expand) and a masked SDPA on copies of the cache (clone). On an H100 that work ate
-    the kernels' gain (the step 1.01x where the verdicts predicted 1.11x). `folded` runs this torch's
-    Dynamo as torch 2.11's folds; on a GPU (`pytest -m cuda`) the device's own torch runs it."""
-    pytest.importorskip("transformers")
+    forward runs no work the model's own does not. transformers' `_ignore_causal_mask_sdpa` skips the
+    causal mask only untraced (up to 5.17 it asks `is_compiling()`; from 5.18 `is_exporting()`, which torch
+    2.11's Dynamo folds to True, or, given an attention mask, whether it is traced before reading it), so a
+    traced `LlamaModel.forward` built an explicit causal mask (arange, le, where) and ran a masked
+    SDPA on copies of the cache (clone). On an H100 (torch 2.11, transformers 5.17) that work ate the
+    kernels' gain (the step 1.01x where the verdicts predicted 1.11x). `is_exporting-folded-true` runs this
+    torch's Dynamo as torch 2.11's folds; on a GPU (`pytest -m cuda`) the device's own torch runs it."""
+    masking_utils = pytest.importorskip("transformers.masking_utils")
+    deciding = masking_utils._ignore_causal_mask_sdpa
     entry = f"{REPO / 'examples/llama_decode/model.py'}:tiny_decode_step"
     _patch_all(entry, tmp_path, skip=("addmm", "mm.", "bmm", "_scaled_dot", "embedding"))
     made = call_entry(entry, device)
     model, twin = made.model, copy.deepcopy(made.model)
     patch = install(model, tmp_path / "patch")
+    if case == "attention-mask":  # as generate() passes it: no padding, so the eager forward skips the mask
+        ids = made.kwargs["input_ids"]
+        made.kwargs["attention_mask"] = torch.ones(ids.shape[0], 17, dtype=torch.long, device=ids.device)
 
     def ops(m) -> tuple[collections.Counter, torch.Tensor]:
         with torch.no_grad():
-            with _dynamo_folding_is_exporting_to_true() if folded else contextlib.nullcontext():
+            folding = case == "is_exporting-folded-true"
+            with _dynamo_folding_is_exporting_to_true() if folding else contextlib.nullcontext():
                 m(**copy.deepcopy(made.kwargs))  # the patched model's trace
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 out = m(**copy.deepcopy(made.kwargs)).logits
@@ -313,8 +353,12 @@ def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(
     (patched, got), (own, want) = ops(model), ops(twin)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # a split Linear may pick another GEMM on a GPU
     assert patch.counts["llamadecoderlayer_add_llamarmsnorm"].fired >= 2  # the cover is LlamaModel.forward
-    for op in ("aten::arange", "aten::le", "aten::where", "aten::expand", "aten::clone", "aten::copy_"):
+    # the mask's ops and the cache's copies (its expands are views, and a call the rewrite runs as its aten
+    # ops may view once more: the rotary embedding's matmul with transformers 5.17)
+    for op in ("aten::arange", "aten::le", "aten::where", "aten::clone", "aten::copy_"):
         assert patched[op] <= own[op], (op, patched[op], own[op])
     from torch._dynamo.variables.torch import tracing_state_functions
 
-    assert tracing_state_functions()[torch.compiler.is_exporting] is True  # the user's own compiles fold as before
+    # the user's own compiles fold and trace as before
+    assert tracing_state_functions()[torch.compiler.is_exporting] is True
+    assert masking_utils._ignore_causal_mask_sdpa is deciding
