@@ -25,7 +25,9 @@ Under a dispatch mode of the caller's (a FLOP counter, a debug mode), the forwar
 compiles no frame under one.
 
 A trace is not an export: `torch.compiler.is_exporting()` reads False in it, as in the model's own eager
-forward, on every torch (`_export_fold`); `torch.compiler.is_compiling()` reads True, as in any trace.
+forward, on every torch (`_export_fold`); `torch.compiler.is_compiling()` reads True, as in any trace (a
+library's tracing needs it), and a function that picks the model's work by asking it runs eagerly between
+two graphs where it is known (`_RUN_EAGERLY`: transformers' causal-mask check).
 
 Gradients: a graph traced while autograd records (grad enabled and an input requires grad) keeps the
 model's ops; each run of it counts in `autograd`.
@@ -337,14 +339,12 @@ def _export_fold() -> dict:
     """The table TorchDynamo folds `torch.compiler.is_exporting()` from, where it folds it to True.
 
     Dynamo of torch 2.11 folds `is_exporting()` to True in every trace, torch.compile's included (since
-    pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there:
-    transformers' `masking_utils._ignore_causal_mask_sdpa` then builds an explicit causal mask and SDPA
-    runs masked on K/V copied to every head, work the model's own eager forward never does (the Llama
-    decode step's eager patch on an H100, torch 2.11: a strided copy, a masked SDPA and small mask kernels,
-    ~50 us at batch 1; on the CPU with Dynamo folding as 2.11's: arange, le, where, expand, clone). A
-    forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
-    `is_exporting()` says (False unless torch.export runs), then what it said before, so that the user's
-    own torch.compile folds as their torch does. A table of its own where Dynamo does not fold it so."""
+    pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there
+    (transformers 5.18+'s `_ignore_causal_mask_sdpa`: an explicit causal mask; _RUN_EAGERLY runs that one
+    eagerly too), work the model's own eager forward never does. A forward traced here runs eagerly, never
+    exported: while it runs through Dynamo, the table says what `is_exporting()` says (False unless
+    torch.export runs), then what it said before, so that the user's own torch.compile folds as their torch
+    does. A table of its own where Dynamo does not fold it so."""
     try:
         from torch._dynamo.variables.torch import tracing_state_functions
 
