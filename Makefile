@@ -63,14 +63,16 @@ VENV211 := .venv-torch211
 STAMP211 := $(VENV211)/.installed-stamp
 TORCH211_SPEC ?= torch==2.11.0
 TRANSFORMERS211_SPEC ?= transformers==5.17.0
+# tests/seed/test_seed.py is left out: its cases are torch 2.13's recorded Inductor code (2.11 lacks what it imports)
 TESTS211 ?= tests/apply/test_apply_eager.py tests/apply/test_apply_compile.py tests/apply/test_apply_outputs.py \
-  tests/capture tests/seed/test_seed.py tests/unit/test_seed_trace.py tests/unit/test_patch_interpreter.py
+  tests/capture tests/unit/test_seed_trace.py tests/unit/test_patch_interpreter.py
 
 $(STAMP211): pyproject.toml Makefile
 	test -x $(VENV211)/bin/python || $(PYTHON) -m venv $(VENV211)
 	$(VENV211)/bin/python -m pip install -q --upgrade pip
 	$(VENV211)/bin/python -m pip install -q "$(TORCH211_SPEC)"
-	$(VENV211)/bin/python -m pip install -q -e ".[test,capture]" "$(TORCH211_SPEC)" "$(TRANSFORMERS211_SPEC)"
+	@# numpy < 2.4: Triton 3.6's interpreter (the CPU's) converts 1-element arrays to scalars, an error from 2.4
+	$(VENV211)/bin/python -m pip install -q -e ".[test,capture]" "$(TORCH211_SPEC)" "$(TRANSFORMERS211_SPEC)" "numpy<2.4"
 	touch $(STAMP211)
 
 test-torch211: $(STAMP211)
