@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,10 +63,14 @@ def op_range(index: int):
 @contextmanager
 def profiling(device: str) -> Iterator[profile]:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof, record_function(FORWARD):
-        yield prof
-        if device == "cuda":
-            torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        # torch 2.11's profiler warns at its first cycle that it clears events at the end of each (2.13 from
+        # the second): a profile here is one cycle, and the warning would be a user's second line of output
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+        with profile(activities=activities) as prof, record_function(FORWARD):
+            yield prof
+            if device == "cuda":
+                torch.cuda.synchronize()
 
 
 def read_times(prof: profile, n_ops: int, device: str, overhead_us: float) -> OpTimes:

@@ -25,7 +25,9 @@ Under a dispatch mode of the caller's (a FLOP counter, a debug mode), the forwar
 compiles no frame under one.
 
 A trace is not an export: `torch.compiler.is_exporting()` reads False in it, as in the model's own eager
-forward, on every torch (`_export_fold`); `torch.compiler.is_compiling()` reads True, as in any trace.
+forward, on every torch (`_export_fold`); `torch.compiler.is_compiling()` reads True, as in any trace (a
+library's tracing needs it), but where it is known to pick the model's work from no value (transformers'
+`is_tracing()` in its mask code) it answers as the eager forward does (`_AS_EAGER`).
 
 Gradients: a graph traced while autograd records (grad enabled and an input requires grad) keeps the
 model's ops; each run of it counts in `autograd`.
@@ -33,7 +35,9 @@ model's ops; each run of it counts in `autograd`.
 
 from __future__ import annotations
 
+import linecache
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -298,6 +302,10 @@ class Covers:
         # patch installed on another model must not start with that one's dimensions marked dynamic.
         _WRAPS[0] += 1
         where = f"<kernelsmith eager graph of {path or 'the model'} #{_WRAPS[0]}>"
+        # Its source known (inspect.getsourcefile finds it; no mtime: kept): torch 2.11's torch.compile wraps a
+        # function with none in one `inner` shared by all, whose cache fills at 8 covers: later ones ran untraced
+        lines = source.splitlines(True)
+        linecache.cache[where] = (len(source), None, lines, where)  # pyright: ignore[reportArgumentType]
         exec(compile(source, where, "exec"), names)
         compiled = torch.compile(names["run"], backend=self.backend)
         live, folds = self.live, _export_fold()
@@ -308,15 +316,19 @@ class Covers:
             # again: the forward runs as it is there, and is traced at its first call outside one.
             if torch.compiler.is_compiling() or not live() or _get_current_dispatch_mode() is not None:
                 return original(*args, **kwargs)
-            if folds is None:
-                return compiled(*args, **kwargs)
-            # what a trace of this call folds it to (see _export_fold); put back as it was, which is False
-            # where a covered forward runs between the graphs of another's (after a graph break)
+            # the trace folds is_exporting() and asks _AS_EAGER as the model's eager forward does; each put
+            # back as it was, which is the trace's own where a covered forward runs between the graphs of
+            # another's (after a graph break)
+            twins = _eager_twins()
+            for module, name, _, twin in twins:
+                setattr(module, name, twin)
             before, folds[exporting] = folds[exporting], exporting()
             try:
                 return compiled(*args, **kwargs)
             finally:
                 folds[exporting] = before
+                for module, name, was, _ in twins:
+                    setattr(module, name, was)
 
         self.wrapped.append((module, "forward" in module.__dict__, module.__dict__.get("forward"), path))
         module.forward = forwarding(original, body, by_name=False)
@@ -330,25 +342,58 @@ class Covers:
         self.wrapped = []
 
 
-def _export_fold() -> dict | None:
+def _export_fold() -> dict:
     """The table TorchDynamo folds `torch.compiler.is_exporting()` from, where it folds it to True.
 
     Dynamo of torch 2.11 folds `is_exporting()` to True in every trace, torch.compile's included (since
-    pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there:
-    transformers' `masking_utils._ignore_causal_mask_sdpa` then builds an explicit causal mask and SDPA
-    runs masked on K/V copied to every head, work the model's own eager forward never does (the Llama
-    decode step's eager patch on an H100, torch 2.11: a strided copy, a masked SDPA and small mask kernels,
-    ~50 us at batch 1; on the CPU with Dynamo folding as 2.11's: arange, le, where, expand, clone). A
-    forward traced here runs eagerly, never exported: while it runs through Dynamo, the table says what
-    `is_exporting()` says (False unless torch.export runs), then what it said before, so that the user's
-    own torch.compile folds as their torch does. None where the table is not there (a later torch)."""
+    pytorch#176499, in torch 2.13, it reads the flag). Model code that asks it takes its export branch there
+    (transformers 5.18+'s `_ignore_causal_mask_sdpa` builds an explicit causal mask: see _AS_EAGER), work the
+    model's own eager forward never does. A forward traced here runs eagerly, never exported: while it runs
+    through Dynamo, the table says what `is_exporting()` says (False unless torch.export runs), then what it
+    said before, so that the user's own torch.compile folds as their torch does. A table of its own where
+    Dynamo does not fold it so."""
     try:
         from torch._dynamo.variables.torch import tracing_state_functions
 
         table = tracing_state_functions()
     except Exception:  # noqa: BLE001 - a torch without the table reads the flag itself
-        return None
-    return table if table.get(torch.compiler.is_exporting) is True else None
+        table = {}
+    return table if table.get(torch.compiler.is_exporting) is True else {torch.compiler.is_exporting: False}
+
+
+def _untraced_without_values(is_tracing: Callable) -> Callable:
+    """transformers' `is_tracing(tensor=None)` in a covered forward's trace: with no tensor, what the eager
+    forward reads (False); with one, the traced answer (reading its values would break the graph)."""
+
+    def twin(tensor=None):
+        return tensor is not None and is_tracing(tensor)
+
+    return twin
+
+
+# Checks a covered forward's trace answers as the model's eager forward does, put in their module's place
+# while it traces. Up to 5.17, transformers' `_ignore_causal_mask_sdpa` skips the causal mask only if not
+# `is_tracing()`, which asks `is_compiling()`, folded True in every Dynamo trace (folding it False breaks
+# transformers' own tracing: a ContextVar.set graph break at each module): a traced `LlamaModel.forward` built
+# an explicit mask, SDPA ran masked on K/V copied to every head (H100, torch 2.11, transformers 5.17: 8
+# arange, 4 clone, a strided copy, ~50 us at batch 1). From 5.18 it asks `is_exporting()` (_export_fold).
+_AS_EAGER = (("transformers.masking_utils", "is_tracing", _untraced_without_values),)
+_TWINS: dict[Callable, Callable] = {}  # a function -> its one twin (Dynamo guards on it); a twin -> itself
+
+
+def _eager_twins() -> list[tuple[Any, str, Callable, Callable]]:
+    """(module, name, its function now, the twin) of each of _AS_EAGER that the process has imported."""
+    found = []
+    for where, name, make in _AS_EAGER:
+        module = sys.modules.get(where)
+        fn = getattr(module, name, None)
+        if callable(fn):
+            twin = _TWINS.get(fn)
+            if twin is None:
+                twin = _TWINS[fn] = make(fn)
+                _TWINS[twin] = twin
+            found.append((module, name, fn, twin))
+    return found
 
 
 def _holds_region(traced: Traced, kop: KernelOp) -> bool:

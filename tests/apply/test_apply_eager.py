@@ -72,6 +72,17 @@ class Stack(nn.Module):
         return x
 
 
+class AskingMLP(MLP):
+    def forward(self, x):  # work a trace that reads is_exporting() as True does, the eager forward does not
+        y = super().forward(x)
+        return y.clone() if torch.compiler.is_exporting() else y
+
+
+def asking():
+    torch.manual_seed(0)
+    return AskingMLP(), (torch.randn(2, 5, 16),)
+
+
 def convnext():
     torch.manual_seed(0)
     return Net(), (torch.randn(2, 16, 8, 8),)
@@ -179,6 +190,18 @@ def test_a_region_is_taken_again_at_each_new_size_and_stays_right(models: Path, 
     assert patch.counts[gelu].fired == 4  # two MLPs at the captured size, twice: the other sizes are not its task's
 
 
+def test_every_cover_a_process_makes_is_traced(models: Path, tmp_path: Path):
+    """Each cover's forward is compiled apart: torch 2.11's torch.compile ran every cover's function (made
+    by exec, with no source file) as one shared function whose Dynamo cache fills at 8 entries, and from
+    there on the covers' forwards ran untraced, their regions not taken."""
+    entry = f"{models / 'user_models.py'}:stack"
+    _patch_all(entry, tmp_path)
+    for _ in range(10):  # one cover an install (the Stack's forward): 10 past Dynamo's recompile_limit of 8
+        patch, [(got, want)] = _served(entry, tmp_path)
+        assert torch.equal(got, want) and patch.counts
+        assert all(c.fired == 2 for c in patch.counts.values()), {n: c.fired for n, c in patch.counts.items()}
+
+
 def test_a_transformers_bert_intermediate_gelu_is_taken_in_eager_mode(tmp_path: Path):
     """BERT's intermediate GELU sits between BertIntermediate's dense and BertOutput's dense on
     [batch, seq, hidden]: a region the dispatch mode on the GELU's module never saw whole."""
@@ -219,6 +242,29 @@ def test_a_transformers_bert_intermediate_gelu_is_taken_in_eager_mode(tmp_path: 
     assert torch.allclose(got, want, atol=1e-6, rtol=1e-6)
     assert torch.allclose(again, twin(**made.kwargs).last_hidden_state, atol=1e-6, rtol=1e-6)
     assert patch.counts[gelu].fired == 4, patch.covers.refused if patch.covers else None
+
+
+@pytest.mark.parametrize("folded", [False, True], ids=["this-torch", "is_exporting-folded-true"])
+def test_a_covered_forward_that_asks_is_exporting_runs_its_eager_branch(models: Path, tmp_path: Path, folded: bool):
+    """A forward the patch traces (the MLP covers its GELU region) reads `torch.compiler.is_exporting()` as
+    its eager run does (False), on this torch and with Dynamo folding it to True as torch 2.11's does."""
+    entry = f"{models / 'user_models.py'}:asking"
+    _patch_all(entry, tmp_path)
+    made = call_entry(entry, "cpu")
+    model, twin = made.model, copy.deepcopy(made.model)
+    patch = install(model, tmp_path / "patch")
+
+    def ops(m) -> tuple[collections.Counter, torch.Tensor]:
+        with torch.no_grad():
+            with _dynamo_folding_is_exporting_to_true() if folded else contextlib.nullcontext():
+                m(*made.args)  # the patched model's trace
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                out = m(*made.args)
+        return collections.Counter(e.name for e in prof.events()), out
+
+    (patched, got), (own, want) = ops(model), ops(twin)
+    assert torch.equal(got, want) and all(c.fired for c in patch.counts.values()) and patch.counts
+    assert patched["aten::clone"] <= own["aten::clone"], (patched["aten::clone"], own["aten::clone"])
 
 
 def test_the_llama_final_norm_kernel_alone_is_right_in_eager_mode(tmp_path: Path):
@@ -290,12 +336,15 @@ def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(
     tmp_path: Path, device: str, folded: bool
 ):
     """Every region of the Llama decode step patched (each kernel its task's own Model): the patched
-    forward runs no work the model's own does not. Torch 2.11's Dynamo folds `is_exporting()` to True in
-    every trace, so a traced `LlamaModel.forward` took transformers' export branch: an explicit causal mask
-    (arange, le, where, expand) and a masked SDPA on copies of the cache (clone). On an H100 that work ate
-    the kernels' gain (the step 1.01x where the verdicts predicted 1.11x). `folded` runs this torch's
-    Dynamo as torch 2.11's folds; on a GPU (`pytest -m cuda`) the device's own torch runs it."""
-    pytest.importorskip("transformers")
+    forward runs no work the model's own does not. transformers' `_ignore_causal_mask_sdpa` skips the
+    causal mask only untraced (up to 5.17 it asks `is_tracing()`, i.e. `is_compiling()`; from 5.18
+    `is_exporting()`, which torch 2.11's Dynamo folds to True), so a traced `LlamaModel.forward` built an
+    explicit causal mask (arange, le, where) and ran a masked SDPA on copies of the cache (clone). On an H100
+    (torch 2.11, transformers 5.17) that work ate the kernels' gain (the step 1.01x where the verdicts
+    predicted 1.11x). `folded` runs this torch's Dynamo as torch 2.11's folds; on a GPU (`pytest -m cuda`)
+    the device's own torch runs it. `make test-torch211` runs it with the device's versions."""
+    masking_utils = pytest.importorskip("transformers.masking_utils")
+    asked = masking_utils.is_tracing
     entry = f"{REPO / 'examples/llama_decode/model.py'}:tiny_decode_step"
     _patch_all(entry, tmp_path, skip=("addmm", "mm.", "bmm", "_scaled_dot", "embedding"))
     made = call_entry(entry, device)
@@ -313,8 +362,12 @@ def test_the_llama_step_patched_in_eager_mode_builds_no_mask_the_model_does_not(
     (patched, got), (own, want) = ops(model), ops(twin)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)  # a split Linear may pick another GEMM on a GPU
     assert patch.counts["llamadecoderlayer_add_llamarmsnorm"].fired >= 2  # the cover is LlamaModel.forward
-    for op in ("aten::arange", "aten::le", "aten::where", "aten::expand", "aten::clone", "aten::copy_"):
+    # the mask's ops and the cache's copies (its expands are views, and a call the rewrite runs as its aten
+    # ops may view once more: the rotary embedding's matmul with transformers 5.17)
+    for op in ("aten::arange", "aten::le", "aten::where", "aten::clone", "aten::copy_"):
         assert patched[op] <= own[op], (op, patched[op], own[op])
     from torch._dynamo.variables.torch import tracing_state_functions
 
-    assert tracing_state_functions()[torch.compiler.is_exporting] is True  # the user's own compiles fold as before
+    # the user's own compiles fold and trace as before
+    assert tracing_state_functions()[torch.compiler.is_exporting] is True
+    assert masking_utils.is_tracing is asked
