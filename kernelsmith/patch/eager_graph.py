@@ -304,8 +304,7 @@ class Covers:
         where = f"<kernelsmith eager graph of {path or 'the model'} #{_WRAPS[0]}>"
         # Its source known (inspect.getsourcefile finds it; no mtime: kept): torch 2.11's torch.compile wraps a
         # function with none in one `inner` shared by all, whose cache fills at 8 covers: later ones ran untraced
-        lines = source.splitlines(True)
-        linecache.cache[where] = (len(source), None, lines, where)  # pyright: ignore[reportArgumentType]
+        linecache.cache[where] = (len(source), None, source.splitlines(True), where)  # pyright: ignore[reportArgumentType]
         exec(compile(source, where, "exec"), names)
         compiled = torch.compile(names["run"], backend=self.backend)
         live, folds = self.live, _export_fold()
@@ -365,10 +364,7 @@ def _untraced_without_values(is_tracing: Callable) -> Callable:
     """transformers' `is_tracing(tensor=None)` in a covered forward's trace: with no tensor, what the eager
     forward reads (False); with one, the traced answer (reading its values would break the graph)."""
 
-    def twin(tensor=None):
-        return tensor is not None and is_tracing(tensor)
-
-    return twin
+    return lambda tensor=None: tensor is not None and is_tracing(tensor)
 
 
 # Checks a covered forward's trace answers as the model's eager forward does, put in their module's place
