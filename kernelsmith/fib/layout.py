@@ -22,6 +22,12 @@ from pydantic import BaseModel, ValidationError
 from kernelsmith.errors import UserError, one_line
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class NoWorkloads(Exception):
+    """A definition without workloads: nothing to make a task of (the message says which file is missing)."""
+
+
 FOLDERS = ("definitions", "workloads", "solutions", "traces", "blob")
 
 
@@ -98,15 +104,14 @@ class Dataset:
         return found
 
     def workloads(self, definition: Definition) -> list[Workload]:
-        """The definition's workloads, in file order; a UserError when it has no workload file."""
+        """The definition's workloads, in file order; NoWorkloads when it has no workload file or an empty
+        one (flashinfer-trace ships definitions without workloads), a UserError for a line that is not one."""
         expected = self.root / workloads_path(definition.op_type, definition.name)
         files = (
             [expected] if expected.is_file() else sorted((self.root / "workloads").rglob(f"{definition.name}.jsonl"))
         )
         if not files:
-            raise UserError(
-                f"definition {definition.name}: its workload file {expected.relative_to(self.root)} is missing"
-            )
+            raise NoWorkloads(f"no workload file ({expected.relative_to(self.root)})")
         out = []
         for path in files:
             for n, line in enumerate(_read(path).splitlines(), 1):
@@ -117,5 +122,5 @@ class Dataset:
                     raise UserError(f"{path}:{n}: a workload of {trace.definition}, not of {definition.name}")
                 out.append(trace.workload)
         if not out:
-            raise UserError(f"definition {definition.name}: its workload file {files[0]} holds no workload")
+            raise NoWorkloads(f"its workload file {files[0].relative_to(self.root)} holds no workload")
         return out

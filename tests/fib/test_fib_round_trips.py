@@ -263,8 +263,8 @@ def test_cli_import_and_export_and_their_bad_inputs(tmp_path: Path):
     (broken / "workloads/rmsnorm/rmsnorm_h128.jsonl").unlink()
     for args, needle in (
         (
-            ("import-fib", broken, "--out", tmp_path / "x"),
-            "workload file workloads/rmsnorm/rmsnorm_h128.jsonl is missing",
+            ("import-fib", broken, "--out", tmp_path / "x", "--definition", "rmsnorm_h128"),
+            "rmsnorm_h128: no workload file (workloads/rmsnorm/rmsnorm_h128.jsonl)",
         ),
         (("import-fib", FIXTURE, "--out", tmp_path / "x", "--definition", "nope"), "holds no definition nope"),
         (("export-fib", tmp_path / "missing.py", "--out", tmp_path / "y"), "not found"),
