@@ -32,6 +32,10 @@ WRAPPER_NAMES = {"Model", "get_inputs", "get_init_inputs", "CPU_SIZES", "FIB_DEF
 HELPER_NAMES = {"_as_outputs", "_OUTPUTS", "_OUTPUT_DTYPES", "_blob"}
 REFERENCE_START = "# ---- the Definition's reference, as written ----"
 REFERENCE_END = "# ---- end of the reference ----"
+# The reference is written as it is, so that `export-fib` gives the Definition back unchanged (a dataset
+# recognises its own Definition only then); one without a final newline gets one here, and the end marker
+# says so.
+NO_FINAL_NEWLINE = " (the reference has no newline after its last line)"
 
 
 @dataclass
@@ -174,7 +178,8 @@ def _embed_reference(reference: str, taken: set[str], name: str) -> str:
     } | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     future = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body)
     if not (bound & taken) and not future:
-        return f"{REFERENCE_START}\n{reference.rstrip()}\n{REFERENCE_END}\n"
+        end = REFERENCE_END if reference.endswith("\n") else f"\n{REFERENCE_END}{NO_FINAL_NEWLINE}"
+        return f"{REFERENCE_START}\n{reference}{end}\n"
     return (
         f"{REFERENCE_START} (run in a namespace of its own: it binds names this file uses)\n"
         f"_REFERENCE = {reference!r}\n_reference: dict = {{}}\n"

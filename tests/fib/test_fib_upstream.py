@@ -12,16 +12,22 @@ runs at every workload.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import REPO
 
 pytest.importorskip("flashinfer_bench")
 
+from flashinfer_bench.bench.utils import gen_inputs, load_safetensors  # noqa: E402
+from flashinfer_bench.compile import BuilderRegistry  # noqa: E402
+from flashinfer_bench.data import TraceSet  # noqa: E402
 
+from kernelsmith.fib.exporting import export_fib  # noqa: E402
 from kernelsmith.fib.importing import import_fib  # noqa: E402
 
 UPSTREAM = REPO / "tests/cases/flashinfer_upstream"
@@ -66,3 +72,36 @@ def test_cli_says_each_definition_left_out_on_one_line(tmp_path: Path):
     )
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "no workload file" in lines[0], p.stderr
+
+
+def test_each_imported_task_goes_back_into_the_dataset_unchanged(imported, tmp_path: Path):
+    out, done = imported
+    dataset = tmp_path / "dataset"
+    shutil.copytree(UPSTREAM, dataset)
+    for t in done.tasks:
+        report = export_fib([out / t.file], dataset)
+        assert [d["name"] for d in report.definitions] == [t.definition]
+        assert report.written == [], report.written  # the dataset's own Definition and workload, as they are
+    for path in UPSTREAM.rglob("*"):
+        if path.is_file():
+            assert (dataset / path.relative_to(UPSTREAM)).read_bytes() == path.read_bytes(), path
+
+
+def test_every_reference_runs_at_every_workload(imported, tmp_path: Path):
+    """The round trip's set, loaded by flashinfer-bench: each Definition's reference, built by its own
+    builder, runs at each of its workloads (on the CPU at these sizes) with the outputs it declares."""
+    out, done = imported
+    back = tmp_path / "back"
+    export_fib([out / t.file for t in done.tasks], back)
+    ts = TraceSet.from_path(str(back))
+    assert sorted(ts.definitions) == IMPORTED
+    for name, d in ts.definitions.items():
+        reference = BuilderRegistry.get_instance().build_reference(d)
+        for w in ts.workloads[name]:
+            inputs = gen_inputs(d, w.workload, "cpu", load_safetensors(d, w.workload, ts.root))
+            got = reference(*inputs)
+            got = got if isinstance(got, tuple) else (got,)
+            shapes = d.get_output_shapes(w.workload.axes)
+            assert [list(g.shape) for g in got] == [list(s) for s in shapes], (name, w.workload.axes)
+            assert [g.dtype for g in got] == d.torch_output_dtypes
+            assert all(torch.isfinite(g.float()).all() for g in got)
