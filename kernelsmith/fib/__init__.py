@@ -4,7 +4,8 @@ In (`kernelsmith import-fib`, importing.py): a flashinfer-trace dataset (layout.
 KernelBench-format tasks, one per workload (task_text.py), and its Solutions candidates the evaluator
 judges as any other (candidate_text.py). Out (`kernelsmith export-fib`, exporting.py): a task becomes a
 Definition and its Workloads (probe.py runs it, axes.py names its dimensions, reference.py and
-definition_out.py write them; imported_out.py gives an imported task back as it came), a run's best
+definition_out.py write them, reference_check.py runs the reference at each workload; imported_out.py
+gives an imported task back as it came), a run's best
 kernel a Solution and its verdict a Trace (solution_out.py, trace_out.py), written into
 flashinfer-bench's folder layout (writer.py). shim.py writes the `run(...)` a reference and a Solution are
 called by; codegen.py and dtypes.py are the small pieces both directions share.

@@ -55,6 +55,7 @@ class Run:
     inputs: list[Value]
     outputs: list[Value]
     data: dict[str, torch.Tensor] = field(default_factory=dict)  # the values of inputs that need them
+    on_meta: bool = True  # False: the meta device could not run it (it was run for real, on the CPU)
 
 
 class _Scalars(TorchDispatchMode):
@@ -185,6 +186,7 @@ def probe(source: str, where: str, values: bool = True) -> Run:
     small), read as a Definition reads it; `where` names it in messages. `values`: draw the values of the
     inputs a Workload carries (Run.data)."""
     module = load(source)
+    on_meta = True
     try:
         init, model, inputs, out, seen = _meta_run(module, where)
     except Unmappable:
@@ -201,9 +203,9 @@ def probe(source: str, where: str, values: bool = True) -> Run:
         (init, model), inputs = _real_model(module), _real_inputs(module)
         with torch.no_grad(), _Scalars() as scalars:
             out = model(*inputs)
-        seen = scalars.seen
+        seen, on_meta = scalars.seen, False
     found, outputs = _values(model, inputs, out, seen, where)
-    run = Run(init, found, outputs)
+    run = Run(init, found, outputs, on_meta=on_meta)
     need = [v for v in run.inputs if v.needs_values] if values else []
     if need:
         real_model = _real_model(module)[1] if any(v.role == "weight" for v in need) else model

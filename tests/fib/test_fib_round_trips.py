@@ -29,6 +29,7 @@ from kernelsmith.evaluate import EvalResult, Status  # noqa: E402
 from kernelsmith.evolve.program import Program  # noqa: E402
 from kernelsmith.evolve.store import RunStore  # noqa: E402
 from kernelsmith.fib.definition_out import export_task  # noqa: E402
+from kernelsmith.fib.dtypes import Unmappable  # noqa: E402
 from kernelsmith.fib.exporting import export_fib  # noqa: E402
 from kernelsmith.fib.importing import import_fib  # noqa: E402
 from kernelsmith.task import Task  # noqa: E402
@@ -104,6 +105,74 @@ def test_suite_tasks_round_trip(tmp_path: Path):
     assert list(rms.inputs) == ["hidden_states", "weight", "variance_epsilon"] and rms.var_axes == ["tokens", "hidden"]
     assert rms.inputs["variance_epsilon"].shape is None  # eps: an explicit scalar input
     assert {w.workload.axes["tokens"] for w in ts.workloads["rmsnorm"]} == {16384, 8}
+
+
+def test_every_exported_suite_reference_runs_at_every_workload(tmp_path: Path):
+    """A model built from get_init_inputs() at the CPU sizes was wrong at the full ones (LayerNorm(1500) on
+    8192 columns): flashinfer-bench's own builder runs each reference at each workload, on the meta device."""
+    from flashinfer_bench.bench.utils import gen_inputs
+    from flashinfer_bench.compile import BuilderRegistry
+
+    tasks = sorted(p for p in SUITE.glob("*.py") if p.stem != "cross_entropy")
+    export_fib(tasks, tmp_path / "fib")
+    ts = TraceSet.from_path(str(tmp_path / "fib"))
+    for name, d in ts.definitions.items():
+        reference = BuilderRegistry.get_instance().build_reference(d)
+        for w in ts.workloads[name]:
+            got = reference(*gen_inputs(d, w.workload, "meta"))
+            got = got if isinstance(got, tuple) else (got,)
+            assert [list(g.shape) for g in got] == [list(s) for s in d.get_output_shapes(w.workload.axes)], name
+    assert {w.workload.axes["hidden"] for w in ts.workloads["layernorm"]} == {8192, 1500}
+
+
+SIZED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.width = width
+
+    def forward(self, x):
+        return x.reshape(-1, GROUPS, HIDDEN // GROUPS).sum(-1) * SCALE + self.width
+
+
+TOKENS = 64
+HIDDEN = 128
+GROUPS = 4
+SCALE = {scale}
+CPU_SIZES = {{"TOKENS": 8, "HIDDEN": 16}}
+
+
+def get_inputs():
+    return [torch.randn(TOKENS, HIDDEN)]
+
+
+def get_init_inputs():
+    return [{width}]
+"""
+
+
+@pytest.mark.parametrize(
+    "scale, width, said",
+    [
+        ("2", "HIDDEN", None),  # the constructor's argument follows the hidden axis
+        ("HIDDEN // 2", "1", "the exported reference does not load (NameError"),
+        ("2", "HIDDEN * 2", "get_init_inputs()[0] is 256 -> 32"),
+    ],
+)
+def test_sizes_the_reference_cannot_follow_are_said_in_one_line(tmp_path: Path, scale, width, said):
+    task = tmp_path / "sized.py"
+    task.write_text(SIZED.format(scale=scale, width=width))
+    if said is None:
+        e = export_task("sized", task.read_text())
+        assert e.binding.init == "[args['x'].shape[1]]"
+        return
+    with pytest.raises(Unmappable) as caught:
+        export_task("sized", task.read_text())
+    assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_cross_entropy_round_trips_with_its_targets_in_a_blob(tmp_path: Path):
