@@ -72,4 +72,8 @@ def export_fib_cmd(
         console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}")
     for source, why in report.skipped:
         console.print(f"left out {shown(source)}: {shown(why)}")
+    for source, why in report.failed:
+        console.print(f"failed {shown(source)}: {shown(why)}")
     console.print(f"{len(report.written)} files written; flashinfer_bench's TraceSet loads {shown(out)}")
+    if report.failed:  # the others are exported; a script still learns that some were not
+        raise typer.Exit(1)

@@ -22,7 +22,7 @@ import uuid
 from flashinfer_bench.data import Definition, Workload
 
 from kernelsmith.fib.axes import Axes, init_code, name_axes, probe_sizes
-from kernelsmith.fib.dtypes import Unmappable
+from kernelsmith.fib.dtypes import TaskFails, Unmappable
 from kernelsmith.fib.exported import Exported, module_ints
 from kernelsmith.fib.layout import blob_path
 from kernelsmith.fib.probe import Run, elements, probe
@@ -110,7 +110,10 @@ def export_task(name: str, source: str, op_type: str | None = None, small: bool 
         raise Unmappable(
             f"{where}: its shapes hold a count of the data ({note.group(1)}): a Definition's axes are sizes"
         )
-    sources = sizes_of(source, small)
+    try:
+        sources = sizes_of(source, small)
+    except ValueError as exc:  # a CPU_SIZES that is not a literal dict of names to ints, or names no constant
+        raise TaskFails(f"{where}: {exc}") from None
     runs = [probe(s, where) for s in sources]
     constants = [module_ints(s) for s in sources]
     varying = [c for c in read_cpu_sizes(source) or {} if len({k.get(c) for k in constants}) > 1]

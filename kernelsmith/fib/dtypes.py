@@ -32,6 +32,11 @@ class Unmappable(Exception):
     """A value of a task or a dataset that the other format cannot hold: the message says which and why."""
 
 
+class TaskFails(Exception):
+    """A task whose own code fails when it is run to be exported (its module code, get_inputs, Model or
+    forward raises): the message says where and what it raised, in one line."""
+
+
 def fib_dtype(dtype: torch.dtype, what: str) -> str:
     """flashinfer-bench's name of `dtype`; Unmappable (naming `what`) when it has none."""
     name = FIB_OF_TORCH.get(dtype)

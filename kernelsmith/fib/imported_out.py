@@ -11,10 +11,12 @@ from pathlib import Path
 
 import torch
 from flashinfer_bench.data import Definition, Workload
+from pydantic import ValidationError
 
 from kernelsmith.fib.definition_out import NAMESPACE
+from kernelsmith.fib.dtypes import TaskFails
 from kernelsmith.fib.exported import Exported, module_ints, module_string, reference_of
-from kernelsmith.fib.layout import blob_path
+from kernelsmith.fib.layout import blob_path, why_invalid
 from kernelsmith.fib.probe import load
 from kernelsmith.fib.shim import Binding
 from kernelsmith.fib.task_text import axis_consts
@@ -25,9 +27,13 @@ def _blobs(source: str, definition: Definition, workload: Workload) -> tuple[Wor
     wanted = {n: s for n, s in workload.inputs.items() if s.type == "safetensors"}
     if not wanted:
         return workload, {}
-    task = load(source)
-    torch.manual_seed(0)
-    tensors = dict(zip([n for n, s in definition.inputs.items() if s.shape is not None], task.get_inputs()))
+    try:
+        task = load(source)
+        torch.manual_seed(0)
+        drawn = task.get_inputs()
+    except Exception as exc:  # noqa: BLE001 - the imported task's code (which its user may have edited)
+        raise TaskFails(f"task of {definition.name}: get_inputs() raises {type(exc).__name__}: {exc}") from None
+    tensors = dict(zip([n for n, s in definition.inputs.items() if s.shape is not None], drawn))
     blobs: dict[str, dict[str, torch.Tensor]] = {}
     inputs = dict(workload.inputs)
     for name, spec in wanted.items():
@@ -39,10 +45,20 @@ def _blobs(source: str, definition: Definition, workload: Workload) -> tuple[Wor
     return workload.model_copy(update={"inputs": inputs}), blobs
 
 
+def _carried(source: str) -> tuple[Definition, Workload]:
+    """The Definition and workload an imported task carries; TaskFails when they were edited out of shape."""
+    try:
+        described = json.loads(module_string(source, "FIB_DEFINITION") or "{}")
+        definition = Definition.model_validate({**described, "reference": reference_of(source)})
+        return definition, Workload.model_validate_json(module_string(source, "FIB_WORKLOAD") or "{}")
+    except ValidationError as exc:
+        raise TaskFails(f"its FIB_DEFINITION or FIB_WORKLOAD is not flashinfer-bench's: {why_invalid(exc)}") from None
+    except (ValueError, SyntaxError) as exc:  # not JSON; reference markers gone
+        raise TaskFails(f"its FIB_DEFINITION or reference cannot be read: {exc}") from None
+
+
 def export_imported(source: str) -> Exported:
-    described = json.loads(module_string(source, "FIB_DEFINITION") or "{}")
-    definition = Definition.model_validate({**described, "reference": reference_of(source)})
-    workload = Workload.model_validate_json(module_string(source, "FIB_WORKLOAD") or "{}")
+    definition, workload = _carried(source)
     consts = axis_consts(definition)
     ints = module_ints(source)
     axes = {a: ints[consts[a]] for a in definition.var_axes if consts[a] in ints}

@@ -341,3 +341,35 @@ def test_cli_import_and_export_and_their_bad_inputs(tmp_path: Path):
         p = _ks(*args)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+
+
+BROKEN = {
+    "syntax.py": ("import torch\nclass Model(:\n", "not a task: syntax error at line 2"),
+    "no_inputs.py": (
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "not a task: no get_inputs defined",
+    ),
+    "raises.py": (
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        raise ValueError('boom')\n\n\ndef get_inputs():\n    return [torch.randn(4, 4)]\n",
+        "raises ValueError: boom",
+    ),
+}
+
+
+def test_broken_tasks_are_one_line_each_and_the_good_ones_exported(tmp_path: Path):
+    for name, (text, _) in BROKEN.items():
+        (tmp_path / name).write_text(text)
+    broken = [tmp_path / name for name in BROKEN]
+    p = _ks("export-fib", *broken, SUITE / "rmsnorm.py", "--out", tmp_path / "set")
+    assert p.returncode == 1, p.stderr  # some failed: not a success, though the others are written
+    assert "Traceback" not in p.stderr + p.stdout and not p.stderr.strip(), p.stderr
+    failed = [line for line in p.stdout.splitlines() if line.startswith("failed ")]
+    assert len(failed) == len(BROKEN), p.stdout
+    for (name, (_, needle)), line in zip(BROKEN.items(), failed):
+        assert name in line and needle in line, line
+    assert set(TraceSet.from_path(str(tmp_path / "set")).definitions) == {"rmsnorm"}
+    p = _ks("export-fib", *broken, "--out", tmp_path / "none")  # nothing good: one error line, exit 2
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: nothing to export"), p.stderr
+    assert not (tmp_path / "none").exists()
