@@ -69,7 +69,8 @@ def export_fib_cmd(
     console.print(table)
     for s in report.solutions:
         trace = f", trace {s['trace']}" if s["trace"] else ", no trace (no verdict stored)"
-        console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}")
+        note = f" ({shown(s['note'])})" if s["note"] else ""
+        console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}{note}")
     for source, why in report.skipped:
         console.print(f"left out {shown(source)}: {shown(why)}")
     for source, why in report.failed:

@@ -23,6 +23,7 @@ class Exported:
     sources: list[str]  # the task's source at each workload (as written, shrunk), in the workloads' order
     binding: Binding  # run()'s binding to the task's Model: a Solution's takes ModelNew in its place
     blobs: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # relative path -> tensors
+    notes: dict[int, str] = field(default_factory=dict)  # a workload's index -> what a Trace on it adds to its log
 
 
 def module_ints(source: str) -> dict[str, int]:

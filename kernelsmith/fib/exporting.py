@@ -160,7 +160,9 @@ def _stage(tasks: list[Source], made: list[FromRun], report: ExportReport) -> St
             line = m.trace.model_dump_json()
             staged.add_line(layout.traces_path(s.author, op_type, d_name), line_key(line), line)
             status = m.trace.evaluation.status.value
-        report.solutions.append(dict(name=s.name, definition=d_name, run=m.run_dir, program=m.program, trace=status))
+        report.solutions.append(
+            dict(name=s.name, definition=d_name, run=m.run_dir, program=m.program, trace=status, note=m.note)
+        )
     return staged
 
 
@@ -202,7 +204,7 @@ def export_fib(
         elif best is None or not best.code:
             report.skipped.append((str(r.path), "no successful program in the run"))
         else:
-            made.append(from_run(task.exported, task.exported.workloads[k], best, r.path, author, dps))
+            made.append(from_run(task.exported, k, best, r.path, author, dps))
     report.skipped += [(str(t.path), t.why) for t in tasks if t.why is not None and not t.failed]
     report.failed += [(str(t.path), t.why or "") for t in tasks if t.failed]
     if not any(t.exported for t in tasks):

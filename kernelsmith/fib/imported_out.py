@@ -1,20 +1,19 @@
 """A task `kernelsmith import-fib` wrote, exported back: the Definition it carries (FIB_DEFINITION, with the
-reference it holds) and its workload (FIB_WORKLOAD), at the sizes its constants have (a run with --small
-shrank its var axes: that is another workload, its uuid derived from its content). Its safetensors inputs
-are written from the values its get_inputs() gives them, at the workload's own paths."""
+reference it holds) and its workload (FIB_WORKLOAD). A run at other sizes (--small shrank its var axes) is
+still a run on that workload: its Trace goes there, and its log says at which sizes it was judged (a made-up
+workload beside the dataset's would leave the dataset's own without a Trace). Its safetensors inputs are
+written from the values its get_inputs() gives them, at the workload's own paths."""
 
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import torch
 from flashinfer_bench.data import Definition, Workload
 from pydantic import ValidationError
 
-from kernelsmith.fib.definition_out import NAMESPACE
-from kernelsmith.fib.dtypes import TaskFails
+from kernelsmith.fib.dtypes import TaskFails, Unmappable
 from kernelsmith.fib.exported import Exported, module_ints, module_string, reference_of
 from kernelsmith.fib.layout import blob_path, why_invalid
 from kernelsmith.fib.probe import load
@@ -62,9 +61,13 @@ def export_imported(source: str) -> Exported:
     consts = axis_consts(definition)
     ints = module_ints(source)
     axes = {a: ints[consts[a]] for a in definition.var_axes if consts[a] in ints}
-    if axes != {a: workload.axes[a] for a in axes}:
-        key = json.dumps([definition.name, axes, workload.model_dump(mode="json")["inputs"]], sort_keys=True)
-        workload = Workload(uuid=str(uuid.uuid5(NAMESPACE, key)), axes=axes, inputs=workload.inputs)
+    moved = {a: v for a, v in axes.items() if v != workload.axes.get(a)}
+    notes = {}
+    if moved:  # a run at other sizes (--small): its verdict is said on the dataset's own workload
+        _check_unfiled(definition, workload, moved)
+        at = ", ".join(f"{a}={v}" for a, v in moved.items())
+        was = ", ".join(f"{a}={workload.axes.get(a)}" for a in moved)
+        notes[0] = f"judged at {at} (the task cut to other sizes, as --small does), not at this workload's {was}"
     workload, blobs = _blobs(source, definition, workload)
     scalars = [n for n, s in definition.inputs.items() if s.shape is None]
     bindings = definition.var_axes_bindings
@@ -75,4 +78,15 @@ def export_imported(source: str) -> Exported:
         activations=[n for n, s in definition.inputs.items() if s.shape is not None],
         axes={consts[a]: bindings[a] for a in definition.var_axes if a in bindings},
     )
-    return Exported(definition, [workload], [source], binding, blobs)
+    return Exported(definition, [workload], [source], binding, blobs, notes)
+
+
+def _check_unfiled(definition: Definition, workload: Workload, moved: dict[str, int]) -> None:
+    """Unmappable when an axis that moved is one a safetensors input has (its file holds other sizes)."""
+    for name, spec in workload.inputs.items():
+        shape = definition.inputs[name].shape or []
+        if spec.type == "safetensors" and set(shape) & set(moved):
+            raise Unmappable(
+                f"task of {definition.name}: its {', '.join(sorted(set(shape) & set(moved)))} is not the workload's, "
+                f"and input {name} comes from a file of the workload's sizes"
+            )

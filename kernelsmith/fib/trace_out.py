@@ -66,8 +66,11 @@ def _log(r: EvalResult) -> str:
     return "\n".join(lines)
 
 
-def evaluation(r: EvalResult, when: float | None = None, libs: dict[str, str] | None = None) -> Evaluation:
-    """The Trace evaluation of verdict `r` (made at `when`, seconds since the epoch; now when None)."""
+def evaluation(
+    r: EvalResult, when: float | None = None, libs: dict[str, str] | None = None, note: str | None = None
+) -> Evaluation:
+    """The Trace evaluation of verdict `r` (made at `when`, seconds since the epoch; now when None); `note`:
+    a line its log adds (the sizes it was judged at, where they are not the workload's)."""
     hardware = (r.gpu_name or "CUDA GPU") if r.device == "cuda" else CPU_HARDWARE
     env = Environment(
         hardware=hardware, libs={**({"torch": r.torch_version} if r.torch_version else {}), **(libs or {})}
@@ -88,7 +91,7 @@ def evaluation(r: EvalResult, when: float | None = None, libs: dict[str, str] | 
         status=status,
         environment=env,
         timestamp=stamp.isoformat(timespec="seconds"),
-        log=_log(r),
+        log=_log(r) + (f"\n{note}" if note else ""),
         correctness=correctness,
         performance=perf,
     )

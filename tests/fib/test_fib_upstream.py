@@ -105,3 +105,57 @@ def test_every_reference_runs_at_every_workload(imported, tmp_path: Path):
             assert [list(g.shape) for g in got] == [list(s) for s in shapes], (name, w.workload.axes)
             assert [g.dtype for g in got] == d.torch_output_dtypes
             assert all(torch.isfinite(g.float()).all() for g in got)
+
+
+CANDIDATE = """
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, hidden_states, weight):
+        x = hidden_states.float()
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+        return y.to(hidden_states.dtype)
+"""
+
+
+def _stored_run(run_dir: Path, task_source: str, name: str) -> None:
+    """A run of one program whose verdict is a success (made here: what export reads is the store)."""
+    from kernelsmith.evaluate import EvalResult, Status
+    from kernelsmith.evaluate.result import TrialReport
+    from kernelsmith.evolve.program import Program
+    from kernelsmith.evolve.store import RunStore
+
+    verdict = EvalResult(
+        status=Status.correct,
+        correct=True,
+        trials=[TrialReport(seed=0, ok=True, max_abs_err=0.03125, max_rel_err=0.0078125)],
+        candidate_ms=1.0,
+        reference_ms=2.0,
+        speedup=2.0,
+    )
+    store = RunStore(run_dir)
+    try:
+        store.set_meta("task_source", task_source)
+        store.set_meta("task_name", name)
+        store.add(Program(iteration=0, island=0, operator="seed", code=CANDIDATE, status="").with_verdict(verdict))
+    finally:
+        store.close()
+
+
+def test_a_small_run_goes_back_as_a_trace_on_the_datasets_own_workload(imported, tmp_path: Path):
+    from kernelsmith.task_sizes import shrink
+
+    out, done = imported
+    (task,) = [t for t in done.tasks if t.definition == "rmsnorm_h64" and t.axes == {"batch_size": 300}]
+    _stored_run(tmp_path / "run", shrink((out / task.file).read_text()), Path(task.file).stem)
+    dataset = tmp_path / "dataset"
+    shutil.copytree(UPSTREAM, dataset)
+    report = export_fib([tmp_path / "run"], dataset)
+    assert [s["trace"] for s in report.solutions] == ["PASSED"]
+    workloads = "workloads/rmsnorm/rmsnorm_h64.jsonl"
+    assert (dataset / workloads).read_bytes() == (UPSTREAM / workloads).read_bytes()  # no made-up workload
+    (trace,) = TraceSet.from_path(str(dataset)).traces["rmsnorm_h64"]
+    assert trace.workload.uuid == task.workload and trace.workload.axes == {"batch_size": 300}
+    assert trace.evaluation is not None and "judged at batch_size=8" in trace.evaluation.log
+    assert "not at this workload's batch_size=300" in (report.solutions[0]["note"] or "")
