@@ -71,6 +71,11 @@ def export_fib_cmd(
         trace = f", trace {s['trace']}" if s["trace"] else ", no trace (no verdict stored)"
         note = f" ({shown(s['note'])})" if s["note"] else ""
         console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}{note}")
+        if s["apply"]:  # flashinfer-bench's defaults (1e-2, 1e-5) serve no bf16 kernel
+            tol = s["apply"]
+            console.print(
+                f"  apply() serves it with ApplyConfig(max_atol={tol['max_atol']}, max_rtol={tol['max_rtol']})"
+            )
     for source, why in report.skipped:
         console.print(f"left out {shown(source)}: {shown(why)}")
     for source, why in report.failed:

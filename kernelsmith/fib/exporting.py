@@ -26,6 +26,7 @@ from kernelsmith.fib.dtypes import TaskFails, Unmappable
 from kernelsmith.fib.exported import Exported, is_imported
 from kernelsmith.fib.imported_out import export_imported
 from kernelsmith.fib.solution_out import FromRun, from_run
+from kernelsmith.fib.trace_out import serving_tolerance
 from kernelsmith.fib.writer import Staged, line_key, write
 from kernelsmith.task import Task, read_source
 
@@ -45,7 +46,8 @@ class Source:
 class ExportReport:
     out: str
     definitions: list[dict] = field(default_factory=list)  # name, op_type, axes, workloads, file
-    solutions: list[dict] = field(default_factory=list)  # name, definition, run, program, trace status
+    # name, definition, run, program, trace status, note, apply (the ApplyConfig tolerances that serve it)
+    solutions: list[dict] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, why): what flashinfer-bench cannot say
     failed: list[tuple[str, str]] = field(default_factory=list)  # (source, why): broken tasks and runs
     written: list[str] = field(default_factory=list)
@@ -155,13 +157,21 @@ def _stage(tasks: list[Source], made: list[FromRun], report: ExportReport) -> St
             t.exported.definition.op_type for t in tasks if t.exported and t.exported.definition.name == d_name
         )
         staged.json[layout.solution_path(s.author, op_type, d_name, s.name)] = s
-        status = None
+        status = serves = None
         if m.trace is not None and m.trace.evaluation is not None:
             line = m.trace.model_dump_json()
             staged.add_line(layout.traces_path(s.author, op_type, d_name), line_key(line), line)
-            status = m.trace.evaluation.status.value
+            status, serves = m.trace.evaluation.status.value, serving_tolerance(m.trace.evaluation)
         report.solutions.append(
-            dict(name=s.name, definition=d_name, run=m.run_dir, program=m.program, trace=status, note=m.note)
+            dict(
+                name=s.name,
+                definition=d_name,
+                run=m.run_dir,
+                program=m.program,
+                trace=status,
+                note=m.note,
+                apply=dict(max_atol=serves[0], max_rtol=serves[1]) if serves else None,
+            )
         )
     return staged
 

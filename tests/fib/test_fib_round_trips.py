@@ -253,11 +253,11 @@ def exported_runs(cpu_pool, imported_fixture: Path, tmp_path_factory) -> tuple[P
     out = root / "fib"
     report = export_fib([SUITE / "rmsnorm.py", root / "suite", root / "imported"], out)
     assert [s["trace"] for s in report.solutions] == ["PASSED", "PASSED"]
-    return out, results
+    return out, results, report
 
 
 def test_exported_solutions_imported_back_are_judged_correct(cpu_pool, exported_runs, tmp_path: Path):
-    out, results = exported_runs
+    out, results, _ = exported_runs
     ts = TraceSet.from_path(str(out))
     (trace,) = ts.traces["rmsnorm"]
     assert trace.evaluation is not None and trace.evaluation.status is EvaluationStatus.PASSED
@@ -284,12 +284,13 @@ from flashinfer_bench.compile import BuilderRegistry
 from flashinfer_bench.data import TraceSet
 
 ts = TraceSet.from_path(sys.argv[1])
+tolerances = json.loads(sys.argv[2])  # definition -> the ApplyConfig export-fib said serves its Solution
 out = {}
 for name, traces in ts.traces.items():
     d, w = ts.definitions[name], traces[0].workload
     inputs = gen_inputs(d, w, "cpu", load_safetensors(d, w, ts.root))
     reference = BuilderRegistry.get_instance().build_reference(d)(*inputs)
-    with ApplyRuntime(ts, ApplyConfig(max_atol=1.0, max_rtol=1.0)):
+    with ApplyRuntime(ts, ApplyConfig(**tolerances[name])):
         served = apply(name, args=tuple(inputs), fallback=lambda *args: None)
     out[name] = None if served is None else (served.float() - reference.float()).abs().max().item()
 print(json.dumps(out))
@@ -298,15 +299,28 @@ print(json.dumps(out))
 
 def test_flashinfer_bench_builds_and_applies_the_exported_solutions(exported_runs, tmp_path: Path):
     """flashinfer-bench's own builder loads each Solution and its apply() serves it for its workload (on the
-    CPU, Triton's interpreter): its outputs are the reference's, within bf16's rounding."""
-    out, _ = exported_runs
+    CPU, Triton's interpreter), under the tolerances export-fib says it needs (flashinfer-bench's defaults,
+    and the 1e-2 the docs once gave, serve no bf16 kernel: its Trace's error is a bf16 step): its outputs are
+    the reference's, within bf16's rounding."""
+    out, _, report = exported_runs
+    tolerances = {s["definition"]: s["apply"] for s in report.solutions}
+    traces = TraceSet.from_path(str(out)).traces
+    for name, tol in tolerances.items():
+        (trace,) = traces[name]
+        assert trace.evaluation is not None and trace.evaluation.correctness is not None
+        assert trace.evaluation.correctness.max_absolute_error <= tol["max_atol"]
+        assert trace.evaluation.correctness.max_relative_error <= tol["max_rtol"]
     dps = out.parent / "fib_dps"  # the same kernels with destination-passing run()s
     export_fib([SUITE / "rmsnorm.py", out.parent / "suite", out.parent / "imported"], dps, dps=True)
     assert all(s.spec.destination_passing_style for g in TraceSet.from_path(str(dps)).solutions.values() for s in g)
     env = dict(os.environ, TRITON_INTERPRET="1", FIB_CACHE_PATH=str(tmp_path / "fib_cache"))
     for folder in (out, dps):
         p = subprocess.run(
-            [sys.executable, "-c", APPLY, str(folder)], capture_output=True, text=True, env=env, timeout=300
+            [sys.executable, "-c", APPLY, str(folder), json.dumps(tolerances)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
         )
         assert p.returncode == 0, p.stderr[-3000:]
         served = json.loads(p.stdout.strip().splitlines()[-1])

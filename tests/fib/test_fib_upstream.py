@@ -159,3 +159,13 @@ def test_a_small_run_goes_back_as_a_trace_on_the_datasets_own_workload(imported,
     assert trace.workload.uuid == task.workload and trace.workload.axes == {"batch_size": 300}
     assert trace.evaluation is not None and "judged at batch_size=8" in trace.evaluation.log
     assert "not at this workload's batch_size=300" in (report.solutions[0]["note"] or "")
+
+
+def test_the_tolerance_export_says_serves_a_bf16_trace(imported, tmp_path: Path):
+    """A bf16 kernel is a rounding step off (0.03125 near 4): flashinfer-bench's apply() defaults (1e-2, 1e-5)
+    never serve it, so the export says what does."""
+    out, done = imported
+    (task,) = [t for t in done.tasks if t.definition == "rmsnorm_h64" and t.axes == {"batch_size": 7}]
+    _stored_run(tmp_path / "run", (out / task.file).read_text(), Path(task.file).stem)
+    (solution,) = export_fib([tmp_path / "run"], tmp_path / "set").solutions
+    assert solution["apply"] == {"max_atol": 0.032, "max_rtol": 0.0079}
