@@ -25,6 +25,7 @@ def import_fib_cmd(
 
     require()
     from kernelsmith.fib.importing import import_fib
+    from kernelsmith.fib.task_text import BLOBS_ENV
 
     done = import_fib(dataset, out, definition or None, top)
     table = Table(title=f"{shown(dataset)} -> {shown(out)}/")
@@ -39,6 +40,12 @@ def import_fib_cmd(
         console.print(f"solution {shown(s.name)} ({s.language}, {shown(s.definition)}): {said}")
     for name, why in done.skipped.items():
         console.print(f"definition {shown(name)} not imported: {shown(why)}")
+    reading = [t for t in done.tasks if t.blobs]
+    if reading:  # the sandbox runs a copy of the task in a folder of its own
+        console.print(
+            f"{len(reading)} tasks read safetensors files under {shown(out)}/blob/: to judge them, "
+            f"export {BLOBS_ENV}={shown(out.resolve())}"
+        )
     console.print(f"{len(done.tasks)} tasks in {shown(out)}/ (import.json lists what came from where)")
 
 

@@ -94,7 +94,7 @@ def _export(src: Source, op_type: str | None, small: bool) -> None:
         return
     try:
         src.exported = (
-            export_imported(src.source)
+            export_imported(src.source, None if src.run else src.path.parent)
             if is_imported(src.source)
             else export_task(src.name, src.source, op_type, small)
         )
@@ -117,7 +117,7 @@ def _pair(run: Source, tasks: list[Source], op_type: str | None, small: bool) ->
     while name in taken:
         n += 1
         name = f"{base}_{n}"
-    own = Source(run.path, name, run.source)
+    own = Source(run.path, name, run.source, run=run.path)
     _export(own, op_type, small)
     if own.exported is None:
         return own, 0

@@ -7,6 +7,8 @@ written from the values its get_inputs() gives them, at the workload's own paths
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -18,10 +20,25 @@ from kernelsmith.fib.exported import Exported, module_ints, module_string, refer
 from kernelsmith.fib.layout import blob_path, why_invalid
 from kernelsmith.fib.probe import load
 from kernelsmith.fib.shim import Binding
-from kernelsmith.fib.task_text import axis_consts
+from kernelsmith.fib.task_text import BLOBS_ENV, axis_consts
 
 
-def _blobs(source: str, definition: Definition, workload: Workload) -> tuple[Workload, dict]:
+@contextmanager
+def _blobs_in(folder: Path | None):
+    """The task file's folder among those where its _blob() looks (it runs from a copy elsewhere here)."""
+    before = os.environ.get(BLOBS_ENV)
+    if folder is not None:
+        os.environ[BLOBS_ENV] = os.pathsep.join(f for f in (before, str(folder)) if f)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(BLOBS_ENV, None)
+        else:
+            os.environ[BLOBS_ENV] = before
+
+
+def _blobs(source: str, definition: Definition, workload: Workload, folder: Path | None) -> tuple[Workload, dict]:
     """The workload's safetensors inputs, from the task's own get_inputs() (seed 0): they are constants there."""
     wanted = {n: s for n, s in workload.inputs.items() if s.type == "safetensors"}
     if not wanted:
@@ -29,7 +46,8 @@ def _blobs(source: str, definition: Definition, workload: Workload) -> tuple[Wor
     try:
         task = load(source)
         torch.manual_seed(0)
-        drawn = task.get_inputs()
+        with _blobs_in(folder):
+            drawn = task.get_inputs()
     except Exception as exc:  # noqa: BLE001 - the imported task's code (which its user may have edited)
         raise TaskFails(f"task of {definition.name}: get_inputs() raises {type(exc).__name__}: {exc}") from None
     tensors = dict(zip([n for n, s in definition.inputs.items() if s.shape is not None], drawn))
@@ -56,7 +74,9 @@ def _carried(source: str) -> tuple[Definition, Workload]:
         raise TaskFails(f"its FIB_DEFINITION or reference cannot be read: {exc}") from None
 
 
-def export_imported(source: str) -> Exported:
+def export_imported(source: str, folder: Path | None = None) -> Exported:
+    """The Definition and workload the imported task `source` carries (its file in `folder`, where the
+    blobs it reads are; a run's stored task has none: they are found through $KERNELSMITH_FIB_BLOBS)."""
     definition, workload = _carried(source)
     consts = axis_consts(definition)
     ints = module_ints(source)
@@ -68,7 +88,7 @@ def export_imported(source: str) -> Exported:
         at = ", ".join(f"{a}={v}" for a, v in moved.items())
         was = ", ".join(f"{a}={workload.axes.get(a)}" for a in moved)
         notes[0] = f"judged at {at} (the task cut to other sizes, as --small does), not at this workload's {was}"
-    workload, blobs = _blobs(source, definition, workload)
+    workload, blobs = _blobs(source, definition, workload, folder)
     scalars = [n for n, s in definition.inputs.items() if s.shape is None]
     bindings = definition.var_axes_bindings
     binding = Binding(

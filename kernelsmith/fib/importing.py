@@ -3,7 +3,9 @@ candidates (docs/ecosystem.md).
 
 DIR/<definition>_<axes>.py      one task per workload (or the --top N heaviest), task_text.py
 DIR/solutions/<definition>/<solution>.py   each Solution as a candidate, candidate_text.py
-DIR/blob/...                    safetensors inputs too large to write into a task, copied
+DIR/blob/...                    safetensors inputs too large to write into a task, copied (a task names
+                                them relative to its folder, and finds them there or through
+                                $KERNELSMITH_FIB_BLOBS: the folder moves whole)
 DIR/import.json                 what was imported from where, and each Solution that is not a candidate, with why
 
 Everything is read and rendered before anything is written: a bad input (a missing safetensors file, a
@@ -42,6 +44,7 @@ class ImportedTask:
     definition: str
     workload: str  # its uuid
     axes: dict[str, int]
+    blobs: list[str] = field(default_factory=list)  # the safetensors files it reads, relative to its folder
 
 
 @dataclass
@@ -118,7 +121,7 @@ def judged_otherwise(definition: Definition) -> str | None:
     return JUDGED_OTHERWISE.get(name, f"flashinfer-bench judges it with its {name}, which kernelsmith's judge is not")
 
 
-def _render(ds: Dataset, definition: Definition, top: int | None, out: Path, done: Imported, files: dict, blobs: dict):
+def _render(ds: Dataset, definition: Definition, top: int | None, done: Imported, files: dict, blobs: dict):
     why = judged_otherwise(definition)
     if why is not None:
         done.skipped[definition.name] = why
@@ -132,14 +135,14 @@ def _render(ds: Dataset, definition: Definition, top: int | None, out: Path, don
         workloads = sorted(workloads, key=lambda w: -weight(definition, w))[:top]
     source = str(ds.root / definition_path(definition.op_type, definition.name))
     try:
-        rendered = [task_text(definition, w, ds.root, source, out) for w in workloads]
+        rendered = [task_text(definition, w, ds.root, source) for w in workloads]
     except Unmappable as exc:
         done.skipped[definition.name] = str(exc)
         return
     for name, w, r in zip(_task_names(definition, workloads), workloads, rendered):
         files[f"{name}.py"] = r.text
         blobs.update(r.blobs)
-        done.tasks.append(ImportedTask(f"{name}.py", definition.name, w.uuid, dict(w.axes)))
+        done.tasks.append(ImportedTask(f"{name}.py", definition.name, w.uuid, dict(w.axes), list(r.blobs)))
     for s in ds.solutions.get(definition.name, []):
         entry = ImportedSolution(s.name, definition.name, s.author, s.spec.language.value)
         try:
@@ -172,7 +175,7 @@ def import_fib(dataset: Path, out: Path, definitions: list[str] | None = None, t
     files: dict[str, str] = {}
     blobs: dict[str, Path] = {}
     for definition in _select(ds, definitions):
-        _render(ds, definition, top, out, done, files, blobs)
+        _render(ds, definition, top, done, files, blobs)
     if not done.tasks:
         why = "; ".join(f"{k}: {v}" for k, v in done.skipped.items()) or "it holds no definition"
         raise UserError(f"nothing to import from {dataset}: {why}")

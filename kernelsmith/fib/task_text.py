@@ -3,7 +3,8 @@
 The task holds the Definition's reference as written, and a Model whose forward calls its `run(...)`:
 tensor inputs come from get_inputs() in the Definition's order, drawn as flashinfer-bench's benchmark
 draws a `random` input (dtypes.py) or loaded from the workload's safetensors file (written into the task
-as a literal when small, read from the imported copy when not); scalar inputs are Model's constructor
+as a literal when small, read from the imported copy beside the task when not, named relative to the
+task's folder); scalar inputs are Model's constructor
 arguments (get_init_inputs()), so that ModelNew gets them too. Each axis is a module constant
 (`BATCH_SIZE = 32`); CPU_SIZES shrinks the var axes no file and no constraint fixes, so that `--small`
 tries a kernel in the Triton interpreter. FIB_DEFINITION and FIB_WORKLOAD at the end say what the task
@@ -16,6 +17,7 @@ import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from string import Template
 
 from flashinfer_bench.data import Definition, SafetensorsInput, ScalarInput, Workload
 from safetensors import safe_open
@@ -30,6 +32,8 @@ CPU_AXIS = 8  # the size CPU_SIZES gives a var axis larger than it
 # embedded as a string and run in a namespace of its own instead.
 WRAPPER_NAMES = {"Model", "get_inputs", "get_init_inputs", "CPU_SIZES", "FIB_DEFINITION", "FIB_WORKLOAD", "torch", "nn"}
 HELPER_NAMES = {"_as_outputs", "_OUTPUTS", "_OUTPUT_DTYPES", "_blob"}
+BLOBS_ENV = "KERNELSMITH_FIB_BLOBS"  # folders where an imported task looks for the blobs it reads
+BLOB_TEMPLATE = Path(__file__).with_name("templates") / "blob.py.txt"
 REFERENCE_START = "# ---- the Definition's reference, as written ----"
 REFERENCE_END = "# ---- end of the reference ----"
 # The reference is written as it is, so that `export-fib` gives the Definition back unchanged (a dataset
@@ -218,9 +222,10 @@ def _model(definition: Definition, inputs: list[Input]) -> str:
     )
 
 
-def task_text(definition: Definition, workload: Workload, root: Path, source: str, out: Path) -> Rendered:
-    """The task for `workload` of `definition` (a dataset at `root`; `source` names the definition's file),
-    to be written in `out`, where the blobs it reads are copied (`Rendered.blobs`)."""
+def task_text(definition: Definition, workload: Workload, root: Path, source: str) -> Rendered:
+    """The task for `workload` of `definition` (a dataset at `root`; `source` names the definition's file).
+    The blobs it reads are named relative to its folder, where the import copies them (`Rendered.blobs`):
+    the task says no path of this machine, and the folder moves whole."""
     rendered = Rendered("")
     consts = axis_consts(definition)
     inputs = _inputs(definition, workload, root, consts, rendered)
@@ -228,7 +233,9 @@ def task_text(definition: Definition, workload: Workload, root: Path, source: st
     used = {a for spec in [*definition.inputs.values(), *definition.outputs.values()] for a in spec.shape or []}
     const_lines = "".join(f"{consts[a]} = {sizes[a]}\n" for a in definition.axes if a in used)
     small = cpu_sizes(definition, workload, consts)
-    blobs = "".join(f"BLOB_{k} = {str((out / rel).resolve())!r}\n" for k, rel in enumerate(rendered.blobs, 1))
+    blobs = "".join(f"BLOB_{k} = {rel!r}\n" for k, rel in enumerate(rendered.blobs, 1))
+    if blobs:
+        blobs = "# The safetensors files it reads, relative to its folder (_blob says where it looks).\n" + blobs
     reference = _embed_reference(
         definition.reference, WRAPPER_NAMES | HELPER_NAMES | set(consts.values()), definition.name
     )
@@ -245,9 +252,7 @@ def task_text(definition: Definition, workload: Workload, root: Path, source: st
         as_outputs(list(definition.outputs), [name_of(s.dtype) for s in definition.outputs.values()]),
     ]
     if rendered.blobs:
-        parts.append(
-            "def _blob(path, key):\n    from safetensors.torch import load_file\n\n    return load_file(path)[key]\n"
-        )
+        parts.append(Template(BLOB_TEMPLATE.read_text(encoding="utf-8")).substitute(env=BLOBS_ENV))
     parts += [
         "\n\n" + _model(definition, inputs),
         "\n\ndef get_inputs():\n    return [\n" + "".join(f"        {i.code},\n" for i in tensors) + "    ]\n",

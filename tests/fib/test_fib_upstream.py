@@ -169,3 +169,34 @@ def test_the_tolerance_export_says_serves_a_bf16_trace(imported, tmp_path: Path)
     _stored_run(tmp_path / "run", (out / task.file).read_text(), Path(task.file).stem)
     (solution,) = export_fib([tmp_path / "run"], tmp_path / "set").solutions
     assert solution["apply"] == {"max_atol": 0.032, "max_rtol": 0.0079}
+
+
+def test_an_imported_task_names_its_blob_relative_and_moves_whole(imported, tmp_path: Path, monkeypatch):
+    from kernelsmith.fib.probe import load
+    from kernelsmith.fib.task_text import BLOBS_ENV
+    from kernelsmith.task import load_module
+
+    out, done = imported
+    (task,) = [t for t in done.tasks if t.definition == "embedding_v64_d8"]
+    assert task.blobs and all(not Path(b).is_absolute() for b in task.blobs)
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(out, moved)
+    text = (moved / task.file).read_text()
+    assert str(out) not in text and str(out.resolve()) not in text  # no path of this machine
+    ts = TraceSet.from_path(str(UPSTREAM))
+    d, (w,) = ts.definitions[task.definition], ts.workloads[task.definition]
+    want = load_safetensors(d, w.workload, UPSTREAM)["input_ids"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(BLOBS_ENV, raising=False)
+    in_place = load_module(text, moved / task.file, "_ks_test_moved_task")  # run where it lies: beside it
+    sys.modules.pop("_ks_test_moved_task")
+    assert torch.equal(in_place.get_inputs()[0], want)
+    copy = load(text)  # a copy elsewhere, as the evaluator's sandbox runs it: the variable says where
+    with pytest.raises(FileNotFoundError, match=BLOBS_ENV):
+        copy.get_inputs()
+    monkeypatch.setenv(BLOBS_ENV, str(moved))
+    assert torch.equal(copy.get_inputs()[0], want)
+    monkeypatch.delenv(BLOBS_ENV)
+    dataset = tmp_path / "dataset"  # and it goes back into the dataset from where it was moved
+    shutil.copytree(UPSTREAM, dataset)
+    assert export_fib([moved / task.file], dataset).written == []
