@@ -133,7 +133,8 @@ def _render(ds: Dataset, definition: Definition, top: int | None, done: Imported
         return
     if top is not None:
         workloads = sorted(workloads, key=lambda w: -weight(definition, w))[:top]
-    source = str(ds.root / definition_path(definition.op_type, definition.name))
+    # the definition's file within its dataset, named by the folder alone: the task holds no path of this machine
+    source = f"{ds.root.resolve().name}/{definition_path(definition.op_type, definition.name)}"
     try:
         rendered = [task_text(definition, w, ds.root, source) for w in workloads]
     except Unmappable as exc:
