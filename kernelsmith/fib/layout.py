@@ -6,8 +6,12 @@
     traces/<author>/<op_type>/<definition>.jsonl      one Trace a line
     blob/workloads/<op_type>/<definition>/<definition>_<uuid>.safetensors
 
-(flashinfer-bench's `validate --checks layout`; its TraceSet.from_path reads each folder recursively, so
-any depth loads). A file that its models reject is a UserError naming the file and the first error.
+Its TraceSet.from_path reads each folder recursively, so any depth loads. The paths are written out here
+because flashinfer-bench makes them only while it writes each file in place (TraceSet's
+add_workload_traces, add_workload_blob_tensor), and an export checks everything before it writes anything
+(writer.py); a test holds workloads/ and blob/ to the paths its writers make (traces/ here adds the
+Solution's author, as solutions/ has it). A file that its models reject is a UserError naming the file and
+the first error.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+import torch
+from flashinfer_bench.bench.utils import load_safetensors
 from flashinfer_bench.data import Definition, SafetensorsInput, ScalarInput, Workload
-from safetensors import safe_open
 
-from kernelsmith.errors import UserError
+from kernelsmith.errors import UserError, one_line
 from kernelsmith.fib.codegen import as_outputs, const_name, ident, literal
 from kernelsmith.fib.dtypes import Unmappable, draw, draw_scalar, name_of, torch_dtype, torch_name
 
@@ -78,27 +79,30 @@ def _blob_literal(tensor, dtype: str, shape: str) -> str:
     return f"torch.tensor({literal(tensor.flatten().tolist())}, dtype={torch_name(dtype)}).reshape({shape})"
 
 
-def _safetensors(definition: Definition, workload: Workload, source: SafetensorsInput, name: str, root: Path):
-    where = f"workload {workload.uuid} of {definition.name}: input {name}"
-    spec = definition.inputs[name]
-    shape = [axis_values(definition, workload)[a] for a in spec.shape or []]
-    path = Path(source.path) if Path(source.path).is_absolute() else root / source.path
-    if not path.is_file():
-        raise UserError(f"{where}: its safetensors file {source.path} is missing")
+def _files(definition: Definition, workload: Workload, root: Path) -> dict[str, tuple[torch.Tensor, Path]]:
+    """The workload's safetensors inputs (name -> its tensor and file), read and checked (its key, shape and
+    dtype) by flashinfer-bench's own `load_safetensors`; a UserError in one line for a bad file."""
+    where = f"workload {workload.uuid} of {definition.name}"
+    named = {n: s for n, s in workload.inputs.items() if isinstance(s, SafetensorsInput)}
+    if not named:
+        return {}
+    axis_values(definition, workload)  # a var axis without a value: said here, in one line
+    paths = {}
+    for name, source in named.items():
+        spec = definition.inputs.get(name)
+        if spec is None:
+            raise UserError(f"{where}: its input {name} is no input of the Definition")
+        if spec.shape is None:
+            raise Unmappable(f"{definition.name}: input {name} is a scalar read from a safetensors file")
+        torch_dtype(name_of(spec.dtype), f"{definition.name}: input {name}")  # Unmappable: float4
+        paths[name] = Path(source.path) if Path(source.path).is_absolute() else root / source.path
+        if not paths[name].is_file():
+            raise UserError(f"{where}: input {name}: its safetensors file {source.path} is missing")
     try:
-        with safe_open(str(path), framework="pt") as f:
-            if source.tensor_key not in f.keys():
-                raise UserError(f"{where}: {source.path} holds no tensor {source.tensor_key!r}")
-            tensor = f.get_tensor(source.tensor_key)
-    except UserError:
-        raise
-    except Exception as exc:  # a file safetensors cannot read: its own message says why
-        raise UserError(f"{where}: cannot read {source.path}: {exc}") from None
-    if list(tensor.shape) != shape:
-        raise UserError(f"{where}: {source.path}[{source.tensor_key!r}] has shape {list(tensor.shape)}, not {shape}")
-    if tensor.dtype != torch_dtype(name_of(spec.dtype), where):
-        raise UserError(f"{where}: {source.path}[{source.tensor_key!r}] is {tensor.dtype}, not {name_of(spec.dtype)}")
-    return tensor, path
+        tensors = load_safetensors(definition, workload, root)
+    except Exception as exc:  # noqa: BLE001 - its checks' ValueError, or a file safetensors cannot read
+        raise UserError(f"{where}: {one_line(str(exc), 300)}") from None
+    return {name: (tensors[name], paths[name]) for name in named}
 
 
 def axis_consts(definition: Definition) -> dict[str, str]:
@@ -116,14 +120,13 @@ def input_idents(definition: Definition) -> list[tuple[str, bool]]:
 
 def _inputs(definition: Definition, workload: Workload, root: Path, consts: dict[str, str], rendered: Rendered):
     out: list[Input] = []
+    files = _files(definition, workload, root)
     for (name, spec), (name_ident, _) in zip(definition.inputs.items(), input_idents(definition)):
         where = f"{definition.name}: input {name}"
         dtype = name_of(spec.dtype)
         torch_dtype(dtype, where)  # Unmappable for what cannot be drawn
         source = workload.inputs.get(name)
         if spec.shape is None:
-            if isinstance(source, SafetensorsInput):
-                raise Unmappable(f"{where} is a scalar read from a safetensors file")
             code = literal(source.value) if isinstance(source, ScalarInput) else draw_scalar(dtype)
             out.append(Input(name, name_ident, dtype, None, code, f"scalar {code}"))
             continue
@@ -133,7 +136,7 @@ def _inputs(definition: Definition, workload: Workload, root: Path, consts: dict
         if not isinstance(source, SafetensorsInput):  # random, or not named (flashinfer-bench draws it)
             code, says = draw(dtype, shape_code), "random"
         else:
-            tensor, path = _safetensors(definition, workload, source, name, root)
+            tensor, path = files[name]
             if tensor.numel() <= LITERAL_ELEMENTS:
                 code, says = _blob_literal(tensor, dtype, shape_code), f"{source.path} (as a literal)"
             else:
