@@ -8,13 +8,14 @@ DIR/blob/...                    safetensors inputs too large to write into a tas
                                 $KERNELSMITH_FIB_BLOBS: the folder moves whole)
 DIR/import.json                 what was imported from where, and each Solution that is not a candidate, with why
 
-Everything is read and rendered before anything is written: a bad input (a missing safetensors file, a
-dtype flashinfer-bench does not know, a Solution whose entry point is missing) is a UserError and leaves
-DIR as it was. A definition or Solution that kernelsmith cannot take is listed with why, and the rest
-imported: a definition without workloads (most of flashinfer-trace's), one flashinfer-bench judges other
-than element by element (sampling by its samples' distribution, fp8 MoE by a share of matched elements:
-kernelsmith's judge would refuse every kernel it passes), float4 inputs, the tvm-ffi binding, Python of
-several files.
+Everything is read and rendered before anything is written: a bad input (a safetensors file that is not
+the workload's, a dtype flashinfer-bench does not know, a Solution whose entry point is missing) is a
+UserError and leaves DIR as it was. A definition or Solution that kernelsmith cannot take is listed with
+why, and the rest imported: a definition without workloads (most of flashinfer-trace's) or whose workload
+reads a safetensors file that is not there (its git checkout keeps them on Hugging Face), one
+flashinfer-bench judges other than element by element (sampling by its samples' distribution, fp8 MoE by
+a share of matched elements: kernelsmith's judge would refuse every kernel it passes), float4 inputs, the
+tvm-ffi binding, Python of several files.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _render(ds: Dataset, definition: Definition, top: int | None, done: Imported
     source = f"{ds.root.resolve().name}/{definition_path(definition.op_type, definition.name)}"
     try:
         rendered = [task_text(definition, w, ds.root, source) for w in workloads]
-    except Unmappable as exc:
+    except (Unmappable, NoWorkloads) as exc:
         done.skipped[definition.name] = str(exc)
         return
     for name, w, r in zip(_task_names(definition, workloads), workloads, rendered):

@@ -29,7 +29,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class NoWorkloads(Exception):
-    """A definition without workloads: nothing to make a task of (the message says which file is missing)."""
+    """A definition without a workload to make a task of: no workload file, an empty one, or a safetensors
+    file its workload reads missing (flashinfer-trace's git checkout holds none: they are on Hugging Face).
+    The message says which file."""
 
 
 FOLDERS = ("definitions", "workloads", "solutions", "traces", "blob")

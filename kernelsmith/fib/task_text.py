@@ -26,6 +26,7 @@ from flashinfer_bench.data import Definition, SafetensorsInput, ScalarInput, Wor
 from kernelsmith.errors import UserError, one_line
 from kernelsmith.fib.codegen import as_outputs, const_name, ident, literal
 from kernelsmith.fib.dtypes import Unmappable, draw, draw_scalar, name_of, torch_dtype, torch_name
+from kernelsmith.fib.layout import NoWorkloads
 
 LITERAL_ELEMENTS = 4096  # a safetensors input up to this many elements is written into the task
 CPU_AXIS = 8  # the size CPU_SIZES gives a var axis larger than it
@@ -97,7 +98,7 @@ def _files(definition: Definition, workload: Workload, root: Path) -> dict[str, 
         torch_dtype(name_of(spec.dtype), f"{definition.name}: input {name}")  # Unmappable: float4
         paths[name] = Path(source.path) if Path(source.path).is_absolute() else root / source.path
         if not paths[name].is_file():
-            raise UserError(f"{where}: input {name}: its safetensors file {source.path} is missing")
+            raise NoWorkloads(f"{where}: input {name}: its safetensors file {source.path} is missing")
     try:
         tensors = load_safetensors(definition, workload, root)
     except Exception as exc:  # noqa: BLE001 - its checks' ValueError, or a file safetensors cannot read

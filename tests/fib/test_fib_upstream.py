@@ -2,7 +2,8 @@
 
 tests/cases/flashinfer_upstream holds definitions as flashinfer-trace writes them: references without a
 final newline, var batch axes (rmsnorm_h64, fused_add_rmsnorm_h64), a definition without workloads
-(gemm_n32_k64, as most of the dataset's are), one that flashinfer-bench judges by its samples' distribution
+(gemm_n32_k64, as most of the dataset's are), one whose workload's safetensors file is not there
+(embedding_v64_d16: a git checkout of flashinfer-trace keeps them on Hugging Face), one that flashinfer-bench judges by its samples' distribution
 (top_k_sampling_from_probs_v64), one it judges by a share of matched elements (moe_fp8_block_scale_...),
 and one whose token ids are a safetensors file too large to write into a task (embedding_v64_d8). Each
 imported task goes back into the dataset as the Definition and workload it came from; every reference
@@ -43,8 +44,14 @@ def imported(tmp_path_factory) -> tuple[Path, object]:
 def test_import_goes_past_what_it_cannot_take_and_says_why_once(imported):
     out, done = imported
     assert sorted({t.definition for t in done.tasks}) == IMPORTED
-    assert set(done.skipped) == {"gemm_n32_k64", "top_k_sampling_from_probs_v64", "moe_fp8_block_scale_topk1_e2_h16"}
+    assert set(done.skipped) == {
+        "gemm_n32_k64",
+        "embedding_v64_d16",
+        "top_k_sampling_from_probs_v64",
+        "moe_fp8_block_scale_topk1_e2_h16",
+    }
     assert done.skipped["gemm_n32_k64"] == "no workload file (workloads/gemm/gemm_n32_k64.jsonl)"
+    assert "input_ids: its safetensors file blob/workloads/embedding" in done.skipped["embedding_v64_d16"]
     assert "distribution of its samples" in done.skipped["top_k_sampling_from_probs_v64"]
     assert "share of its elements" in done.skipped["moe_fp8_block_scale_topk1_e2_h16"]
     manifest = json.loads((out / "import.json").read_text())
@@ -61,7 +68,7 @@ def test_cli_says_each_definition_left_out_on_one_line(tmp_path: Path):
     )
     assert p.returncode == 0, p.stderr
     said = [line for line in p.stdout.splitlines() if "not imported" in line]
-    assert len(said) == 3 and all(line.startswith("definition ") for line in said), p.stdout
+    assert len(said) == 4 and all(line.startswith("definition ") for line in said), p.stdout
     p = subprocess.run(  # asked for by name, a definition without workloads leaves nothing to import
         [sys.executable, "-m", "kernelsmith", "import-fib", UPSTREAM, "--out", tmp_path / "u"]
         + ["--definition", "gemm_n32_k64"],

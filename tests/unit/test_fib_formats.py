@@ -115,8 +115,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, what: str, nee
     root = copy_fixture(tmp_path)
     _break(root, what)
     out = tmp_path / "tasks"
-    with pytest.raises(UserError) as err:  # a definition without workloads is an error only when it is all
-        import_fib(root, out, ["gemm_n64_k128"] if what == "workload file" else None)
+    with pytest.raises(UserError) as err:  # a definition without (whole) workloads: an error only when it is all
+        import_fib(root, out, {"workload file": ["gemm_n64_k128"], "safetensors file": ["rmsnorm_h128"]}.get(what))
     assert needle in str(err.value) and "\n" not in str(err.value)
     assert not out.exists()
 
