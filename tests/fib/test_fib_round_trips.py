@@ -30,7 +30,7 @@ from kernelsmith.evolve.program import Program  # noqa: E402
 from kernelsmith.evolve.store import RunStore  # noqa: E402
 from kernelsmith.fib.definition_out import export_task  # noqa: E402
 from kernelsmith.fib.dtypes import Unmappable  # noqa: E402
-from kernelsmith.fib.exporting import export_fib  # noqa: E402
+from kernelsmith.fib.exporting import ExportReport, export_fib  # noqa: E402
 from kernelsmith.fib.importing import import_fib  # noqa: E402
 from kernelsmith.task import Task  # noqa: E402
 from kernelsmith.task_sizes import shrink  # noqa: E402
@@ -74,7 +74,7 @@ def imported_file(out: Path, definition: str, workload: str) -> Path:
     return out / next(t["file"] for t in tasks if t["definition"] == definition and t["workload"] == workload)
 
 
-def round_trip(task_files: list[Path], tmp_path: Path, small: bool = False) -> tuple[Path, dict]:
+def round_trip(task_files: list[Path], tmp_path: Path, small: bool = False) -> tuple[Path, ExportReport]:
     out, back = tmp_path / "fib", tmp_path / "back"
     report = export_fib(task_files, out, small=small)
     ts = TraceSet.from_path(str(out))  # flashinfer-bench's own classes: every file validates
@@ -121,7 +121,7 @@ def test_every_exported_suite_reference_runs_at_every_workload(tmp_path: Path):
         for w in ts.workloads[name]:
             got = reference(*gen_inputs(d, w.workload, "meta"))
             got = got if isinstance(got, tuple) else (got,)
-            assert [list(g.shape) for g in got] == [list(s) for s in d.get_output_shapes(w.workload.axes)], name
+            assert [list(g.shape) for g in got] == [list(s or []) for s in d.get_output_shapes(w.workload.axes)], name
     assert {w.workload.axes["hidden"] for w in ts.workloads["layernorm"]} == {8192, 1500}
 
 
@@ -235,7 +235,9 @@ def test_fixture_solutions_are_judged_correct(cpu_pool, imported_fixture: Path, 
 
 
 @pytest.fixture(scope="module")
-def exported_runs(cpu_pool, imported_fixture: Path, tmp_path_factory) -> tuple[Path, dict[str, EvalResult]]:
+def exported_runs(
+    cpu_pool, imported_fixture: Path, tmp_path_factory
+) -> tuple[Path, dict[str, EvalResult], ExportReport]:
     """Two runs, each of one judged program: the suite's rmsnorm seed at CPU sizes, and the fixture's imported
     RMSNorm Solution; exported with the suite's task file (its Definition) into one set."""
     root = tmp_path_factory.mktemp("runs")

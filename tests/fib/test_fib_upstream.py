@@ -109,7 +109,7 @@ def test_every_reference_runs_at_every_workload(imported, tmp_path: Path):
             got = reference(*inputs)
             got = got if isinstance(got, tuple) else (got,)
             shapes = d.get_output_shapes(w.workload.axes)
-            assert [list(g.shape) for g in got] == [list(s) for s in shapes], (name, w.workload.axes)
+            assert [list(g.shape) for g in got] == [list(s or []) for s in shapes], (name, w.workload.axes)
             assert [g.dtype for g in got] == d.torch_output_dtypes
             assert all(torch.isfinite(g.float()).all() for g in got)
 
