@@ -25,6 +25,7 @@ def import_fib_cmd(
 
     require()
     from kernelsmith.fib.importing import import_fib
+    from kernelsmith.fib.task_text import BLOBS_ENV
 
     done = import_fib(dataset, out, definition or None, top)
     table = Table(title=f"{shown(dataset)} -> {shown(out)}/")
@@ -39,6 +40,12 @@ def import_fib_cmd(
         console.print(f"solution {shown(s.name)} ({s.language}, {shown(s.definition)}): {said}")
     for name, why in done.skipped.items():
         console.print(f"definition {shown(name)} not imported: {shown(why)}")
+    reading = [t for t in done.tasks if t.blobs]
+    if reading:  # the sandbox runs a copy of the task in a folder of its own
+        console.print(
+            f"{len(reading)} tasks read safetensors files under {shown(out)}/blob/: to judge them, "
+            f"export {BLOBS_ENV}={shown(out.resolve())}"
+        )
     console.print(f"{len(done.tasks)} tasks in {shown(out)}/ (import.json lists what came from where)")
 
 
@@ -69,7 +76,17 @@ def export_fib_cmd(
     console.print(table)
     for s in report.solutions:
         trace = f", trace {s['trace']}" if s["trace"] else ", no trace (no verdict stored)"
-        console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}")
+        note = f" ({shown(s['note'])})" if s["note"] else ""
+        console.print(f"solution {shown(s['name'])} for {shown(s['definition'])} from {shown(s['run'])}{trace}{note}")
+        if s["apply"]:  # flashinfer-bench's defaults (1e-2, 1e-5) serve no bf16 kernel
+            tol = s["apply"]
+            console.print(
+                f"  apply() serves it with ApplyConfig(max_atol={tol['max_atol']}, max_rtol={tol['max_rtol']})"
+            )
     for source, why in report.skipped:
         console.print(f"left out {shown(source)}: {shown(why)}")
+    for source, why in report.failed:
+        console.print(f"failed {shown(source)}: {shown(why)}")
     console.print(f"{len(report.written)} files written; flashinfer_bench's TraceSet loads {shown(out)}")
+    if report.failed:  # the others are exported; a script still learns that some were not
+        raise typer.Exit(1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelsmith.fib.codegen import literal
 from kernelsmith.fib.dtypes import Unmappable
 from kernelsmith.fib.probe import Run, Value
 
@@ -121,3 +122,35 @@ def probe_sizes(cpu: dict[str, int], varying: list[str], seen: set[int]) -> dict
                 out[c] = size
                 break
     return out if len(out) == len(varying) else None
+
+
+def init_code(inits: list[list], constants: list[dict[str, int]], axes: Axes, where: str) -> str:
+    """Code (over `args`, the Definition's inputs by name) for get_init_inputs() at any workload's sizes.
+
+    `inits`: get_init_inputs() at each size the task was run at, `constants`: its module ints there. A value
+    the same at every size is a literal; one that moves is the size of the var axis whose constant moves
+    alike (`Model(HIDDEN)`: `args['x'].shape[1]`), read from the inputs as the reference's constants are. A
+    model built from the task's CPU sizes would be wrong at the others (LayerNorm(1500) on 8192 columns)."""
+    moving = {c: [k.get(c) for k in constants] for c in axes.constants}
+
+    def code(values: list, path: str) -> str:
+        first = values[0]
+        if isinstance(first, (list, tuple)):
+            if any(type(v) is not type(first) or len(v) != len(first) for v in values):
+                raise Unmappable(f"{where}: get_init_inputs(){path} changes its structure with the sizes: {values}")
+            items = [code([v[i] for v in values], f"{path}[{i}]") for i in range(len(first))]
+            return ("[{}]" if isinstance(first, list) else "({},)" if len(items) == 1 else "({})").format(
+                ", ".join(items)
+            )
+        if all(v == first and type(v) is type(first) for v in values):
+            return literal(first)
+        found = [c for c, vec in moving.items() if vec == values] if all(type(v) is int for v in values) else []
+        if not found:
+            raise Unmappable(
+                f"{where}: get_init_inputs(){path} is {' -> '.join(map(repr, values))} across the task's sizes, as "
+                "no var axis's size is: run() cannot rebuild it at a workload's sizes"
+            )
+        name, dim = axes.constants[found[0]]
+        return f"args[{name!r}].shape[{dim}]"
+
+    return code(list(inits), "")

@@ -131,7 +131,9 @@ _extension = _build()
 
 def _dps_outputs(definition: Definition, solution: Solution) -> str:
     """Code allocating a destination-passing Solution's outputs from the inputs' shapes (flashinfer-bench's
-    var_axes_bindings: an axis's size is the first input dimension that has it)."""
+    var_axes_bindings: an axis's size is the first input dimension that has it). Written out, not a call of
+    its Definition.get_output_shapes: the candidate runs in the evaluator's sandbox, where flashinfer-bench
+    may be absent."""
     bindings = definition.var_axes_bindings
     names = list(definition.inputs)
     shapes = []

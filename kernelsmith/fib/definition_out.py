@@ -5,9 +5,11 @@ that one alone). Each is probed (probe.py), the axes named from how the sizes mo
 reference is the task's own code with `run(...)` after it (reference.py, shim.py). Its inputs, in the
 Definition's order: forward's arguments, Model's parameters and buffers (the weights), the float
 attributes its ops read (an eps); a Workload draws floats at random and carries integers, booleans and
-buffers as safetensors (their values are indices, masks, statistics). Before anything is written, the
-reference is run against the task's Model on the smallest workload: the same outputs, bit for bit, or the
-task is not exported. (A task imported from flashinfer-bench exports as it came: imported_out.py.)
+buffers as safetensors (their values are indices, masks, statistics). The model's constructor arguments
+follow the workload's sizes (axes.init_code). Before anything is written, the reference is checked at
+every workload (reference_check.py): the task's Model's outputs, bit for bit, where it runs on the CPU,
+and on the meta device the Definition's outputs elsewhere; or the task is not exported. (A task imported
+from flashinfer-bench exports as it came: imported_out.py.)
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import json
 import re
 import uuid
 
-import torch
 from flashinfer_bench.data import Definition, Workload
 
-from kernelsmith.fib.axes import Axes, name_axes, probe_sizes
-from kernelsmith.fib.dtypes import Unmappable
+from kernelsmith.fib.axes import Axes, init_code, name_axes, probe_sizes
+from kernelsmith.fib.dtypes import TaskFails, Unmappable
 from kernelsmith.fib.exported import Exported, module_ints
 from kernelsmith.fib.layout import blob_path
-from kernelsmith.fib.probe import REAL_LIMIT, Run, elements, load, probe
+from kernelsmith.fib.probe import Run, elements, probe
 from kernelsmith.fib.reference import reference_text
+from kernelsmith.fib.reference_check import check_reference
 from kernelsmith.fib.shim import Binding, shim
 from kernelsmith.task_sizes import read_cpu_sizes, shrink
 
@@ -108,7 +110,10 @@ def export_task(name: str, source: str, op_type: str | None = None, small: bool 
         raise Unmappable(
             f"{where}: its shapes hold a count of the data ({note.group(1)}): a Definition's axes are sizes"
         )
-    sources = sizes_of(source, small)
+    try:
+        sources = sizes_of(source, small)
+    except ValueError as exc:  # a CPU_SIZES that is not a literal dict of names to ints, or names no constant
+        raise TaskFails(f"{where}: {exc}") from None
     runs = [probe(s, where) for s in sources]
     constants = [module_ints(s) for s in sources]
     varying = [c for c in read_cpu_sizes(source) or {} if len({k.get(c) for k in constants}) > 1]
@@ -117,12 +122,14 @@ def export_task(name: str, source: str, op_type: str | None = None, small: bool 
     for c in varying:
         if c not in axes.constants and _used_in_code(source, c):
             raise Unmappable(f"{where}: its code reads {c}, which varies but is no input's dimension")
-    smallest = min(range(len(runs)), key=lambda k: elements(runs[k]))
-    first = runs[smallest]
+    first = min(runs, key=elements)
+    sized = runs + ([extra[0]] if extra else [])
     binding = Binding(
         cls="TaskModel",
         inputs=[v.name for v in first.inputs],
-        init=repr(_literal_init(first.init, where)),
+        init=init_code(
+            [_literal_init(r.init, where) for r in sized], constants + ([extra[1]] if extra else []), axes, where
+        ),
         activations=[v.name for v in first.inputs if v.role == "activation"],
         weights={v.name: v.path for v in first.inputs if v.role == "weight"},
         attrs={v.name: v.path for v in first.inputs if v.role == "attr"},
@@ -144,47 +151,10 @@ def export_task(name: str, source: str, op_type: str | None = None, small: bool 
     )
     blobs: dict = {}
     workloads = [_workload(definition, run, axes.values[k], blobs) for k, run in enumerate(runs)]
-    _check_reference(definition, sources[smallest], first, where)
+    check_reference(definition, sources, runs, workloads, where)
     return Exported(definition, workloads, sources, binding, blobs)
 
 
 def _docline(source: str) -> str:
     doc = ast.get_docstring(ast.parse(source)) or ""
     return doc.strip().splitlines()[0] if doc.strip() else "no description"
-
-
-def _check_reference(definition: Definition, source: str, run: Run, where: str) -> None:
-    """The reference's outputs against the task's Model's on the same inputs and weights (real, on the CPU),
-    where the workload is small enough to run there and the task runs on the CPU (a GPU capture's attention
-    may be a CUDA-only op: its reference is then the task's code unchecked here)."""
-    if elements(run) > REAL_LIMIT // 16:
-        return
-    task = load(source)
-    try:
-        torch.manual_seed(0)
-        model = task.Model(*(task.get_init_inputs() if hasattr(task, "get_init_inputs") else []))
-        torch.manual_seed(1)
-        inputs = list(task.get_inputs())
-        with torch.no_grad():
-            want = model(*inputs)
-    except Exception:  # noqa: BLE001 - the task's own code does not run on this host's CPU
-        return
-    weights = dict(model.named_parameters()) | dict(model.named_buffers())
-    ref = load(definition.reference)
-    by_name: dict = {}
-    for v, x in zip([v for v in run.inputs if v.role == "activation"], inputs):
-        by_name[v.name] = x
-    for v in run.inputs:
-        if v.role == "weight":
-            by_name[v.name] = weights[v.path].detach()
-        elif v.role == "attr":
-            by_name[v.name] = v.scalar
-    try:
-        with torch.no_grad():
-            got = ref.run(*[by_name[v.name] for v in run.inputs])
-    except Exception as exc:  # noqa: BLE001 - the task's code, run as the reference runs it
-        raise Unmappable(f"{where}: run() of the exported reference fails: {type(exc).__name__}: {exc}") from None
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    got = got if isinstance(got, (tuple, list)) else (got,)
-    if len(want) != len(got) or not all(torch.equal(a, b) for a, b in zip(want, got)):
-        raise Unmappable(f"{where}: run() of the exported reference does not give the task's outputs on its inputs")

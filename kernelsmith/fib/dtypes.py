@@ -1,28 +1,26 @@
 """Dtypes between torch and flashinfer-bench, and how flashinfer-bench draws a `random` input.
 
-flashinfer-bench names eleven dtypes (its `DType`); torch's others (float64, uint8, complex, ...) have no
+flashinfer-bench names eleven dtypes (its `DType`) and maps them to torch's itself
+(`dtype_str_to_torch_dtype`): the maps here are its own, less float4_e2m1 (torch packs it two to a byte,
+so its tensors' shapes are not the Definition's). torch's others (float64, uint8, complex, ...) have no
 name there, so a task holding one cannot be a Definition: `fib_dtype` says which value and why, in one
-line. `draw` is the code that draws a random input as flashinfer-bench's benchmark does
-(flashinfer_bench/bench/utils.py `_rand_tensor`), so that an imported task sees what its kernels will.
+line. `draw` writes the code that draws a random input as flashinfer-bench's benchmark does
+(flashinfer_bench/bench/utils.py `_rand_tensor`): the same calls, so the same values for the same seed (a
+test holds them equal), written into the task because a task runs where flashinfer-bench may be absent
+(a remote evaluator's sandbox).
 """
 
 from __future__ import annotations
 
 import torch
+from flashinfer_bench.data.definition import DType
+from flashinfer_bench.utils import dtype_str_to_torch_dtype
 
-FIB_OF_TORCH: dict[torch.dtype, str] = {
-    torch.float32: "float32",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float8_e4m3fn: "float8_e4m3fn",
-    torch.float8_e5m2: "float8_e5m2",
-    torch.int64: "int64",
-    torch.int32: "int32",
-    torch.int16: "int16",
-    torch.int8: "int8",
-    torch.bool: "bool",
+PACKED = {"float4_e2m1"}  # two values a byte in torch: a tensor of it has another shape than the Definition's
+TORCH_OF_FIB: dict[str, torch.dtype] = {
+    d.value: dtype_str_to_torch_dtype(d.value) for d in DType if d.value not in PACKED
 }
-TORCH_OF_FIB = {name: dtype for dtype, name in FIB_OF_TORCH.items()}
+FIB_OF_TORCH: dict[torch.dtype, str] = {dtype: name for name, dtype in TORCH_OF_FIB.items()}
 # flashinfer-bench's integer ranges for a random input (its _rand_tensor)
 INT_RANGES = {"int8": (-128, 128), "int16": (-1024, 1024), "int32": (-1024, 1024), "int64": (-1024, 1024)}
 LOW_FLOATS = {"float8_e4m3fn", "float8_e5m2"}
@@ -30,6 +28,11 @@ LOW_FLOATS = {"float8_e4m3fn", "float8_e5m2"}
 
 class Unmappable(Exception):
     """A value of a task or a dataset that the other format cannot hold: the message says which and why."""
+
+
+class TaskFails(Exception):
+    """A task whose own code fails when it is run to be exported (its module code, get_inputs, Model or
+    forward raises): the message says where and what it raised, in one line."""
 
 
 def fib_dtype(dtype: torch.dtype, what: str) -> str:

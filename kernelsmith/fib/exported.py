@@ -11,7 +11,7 @@ import torch
 from flashinfer_bench.data import Definition, Workload
 
 from kernelsmith.fib.shim import Binding
-from kernelsmith.fib.task_text import REFERENCE_END, REFERENCE_START
+from kernelsmith.fib.task_text import NO_FINAL_NEWLINE, REFERENCE_END, REFERENCE_START
 
 
 @dataclass
@@ -23,6 +23,7 @@ class Exported:
     sources: list[str]  # the task's source at each workload (as written, shrunk), in the workloads' order
     binding: Binding  # run()'s binding to the task's Model: a Solution's takes ModelNew in its place
     blobs: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # relative path -> tensors
+    notes: dict[int, str] = field(default_factory=dict)  # a workload's index -> what a Trace on it adds to its log
 
 
 def module_ints(source: str) -> dict[str, int]:
@@ -58,4 +59,6 @@ def reference_of(source: str) -> str:
     start, end = source.index(REFERENCE_START), source.index(REFERENCE_END)
     block = source[start:end].split("\n", 1)[1]
     found = re.search(r"^_REFERENCE = (.*)$", block, re.MULTILINE)
-    return ast.literal_eval(found.group(1)) if found else block
+    if found:
+        return ast.literal_eval(found.group(1))
+    return block[:-1] if source[end + len(REFERENCE_END) :].startswith(NO_FINAL_NEWLINE) else block

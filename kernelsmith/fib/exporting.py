@@ -5,7 +5,8 @@ Each SOURCE is a task file or a run directory. A task becomes a Definition and i
 gives its best kernel as a Solution and that kernel's verdict as a Trace (solution_out.py); its
 Definition is the one of a task file given beside it whose source (as written, or cut to its
 CPU_SIZES) is the run's task, else its own stored task's. A task that cannot be a Definition is left out
-whole (with its runs), and the line says which value and why; when nothing is left, nothing is written.
+whole (with its runs), and the line says which value and why; a broken one (unreadable, not a task, its
+code raises) is failed, one line each, and the rest exported; when nothing is left, nothing is written.
 What is written is then loaded with flashinfer-bench's own TraceSet: a set it cannot load is a bug here.
 """
 
@@ -21,12 +22,13 @@ from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evolve.store import RunStore, holds_run
 from kernelsmith.fib import layout
 from kernelsmith.fib.definition_out import export_task
-from kernelsmith.fib.dtypes import Unmappable
+from kernelsmith.fib.dtypes import TaskFails, Unmappable
 from kernelsmith.fib.exported import Exported, is_imported
 from kernelsmith.fib.imported_out import export_imported
 from kernelsmith.fib.solution_out import FromRun, from_run
+from kernelsmith.fib.trace_out import serving_tolerance
 from kernelsmith.fib.writer import Staged, line_key, write
-from kernelsmith.task import read_source
+from kernelsmith.task import Task, read_source
 
 
 @dataclass
@@ -37,14 +39,17 @@ class Source:
     run: Path | None = None  # a run directory
     exported: Exported | None = None
     why: str | None = None  # why it is left out
+    failed: bool = False  # left out because it is broken (unreadable, not a task, its code raises)
 
 
 @dataclass
 class ExportReport:
     out: str
     definitions: list[dict] = field(default_factory=list)  # name, op_type, axes, workloads, file
-    solutions: list[dict] = field(default_factory=list)  # name, definition, run, program, trace status
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, why)
+    # name, definition, run, program, trace status, note, apply (the ApplyConfig tolerances that serve it)
+    solutions: list[dict] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, why): what flashinfer-bench cannot say
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (source, why): broken tasks and runs
     written: list[str] = field(default_factory=list)
 
 
@@ -54,11 +59,13 @@ def _same(a: str, b: str) -> bool:
 
 
 def _read(paths: list[Path]) -> tuple[list[Source], list[Source]]:
+    """The task files and runs among `paths`; one that cannot be read, or is no task, comes back failed."""
     tasks, runs, names = [], [], set()
     for p in paths:
         if p.is_dir():
             if not holds_run(p):
-                raise UserError(f"{p} is neither a task file nor a run directory (no run.sqlite)")
+                tasks.append(Source(p, p.name, "", why="neither a task file nor a run directory", failed=True))
+                continue
             store = RunStore.open_readonly(p)
             try:
                 text, name = store.get_meta("task_source") or "", store.get_meta("task_name") or p.name
@@ -72,19 +79,29 @@ def _read(paths: list[Path]) -> tuple[list[Source], list[Source]]:
                 n += 1
                 name = f"{stem}_{n}"
             names.add(name)
-            tasks.append(Source(p, name, read_source(p, "task", TaskError)))
+            try:
+                text = Task.from_source(read_source(p, "task", TaskError), name, str(p)).source
+            except TaskError as exc:  # the line names the file already
+                why = str(exc).removeprefix(f"{p} is ")
+                tasks.append(Source(p, name, "", why=why, failed=True))
+                continue
+            tasks.append(Source(p, name, text))
     return tasks, runs
 
 
 def _export(src: Source, op_type: str | None, small: bool) -> None:
+    if src.failed:
+        return
     try:
         src.exported = (
-            export_imported(src.source)
+            export_imported(src.source, None if src.run else src.path.parent)
             if is_imported(src.source)
             else export_task(src.name, src.source, op_type, small)
         )
     except Unmappable as exc:
         src.why = str(exc)
+    except TaskFails as exc:
+        src.why, src.failed = str(exc), True
 
 
 def _pair(run: Source, tasks: list[Source], op_type: str | None, small: bool) -> tuple[Source, int]:
@@ -100,7 +117,7 @@ def _pair(run: Source, tasks: list[Source], op_type: str | None, small: bool) ->
     while name in taken:
         n += 1
         name = f"{base}_{n}"
-    own = Source(run.path, name, run.source)
+    own = Source(run.path, name, run.source, run=run.path)
     _export(own, op_type, small)
     if own.exported is None:
         return own, 0
@@ -140,12 +157,22 @@ def _stage(tasks: list[Source], made: list[FromRun], report: ExportReport) -> St
             t.exported.definition.op_type for t in tasks if t.exported and t.exported.definition.name == d_name
         )
         staged.json[layout.solution_path(s.author, op_type, d_name, s.name)] = s
-        status = None
+        status = serves = None
         if m.trace is not None and m.trace.evaluation is not None:
             line = m.trace.model_dump_json()
             staged.add_line(layout.traces_path(s.author, op_type, d_name), line_key(line), line)
-            status = m.trace.evaluation.status.value
-        report.solutions.append(dict(name=s.name, definition=d_name, run=m.run_dir, program=m.program, trace=status))
+            status, serves = m.trace.evaluation.status.value, serving_tolerance(m.trace.evaluation)
+        report.solutions.append(
+            dict(
+                name=s.name,
+                definition=d_name,
+                run=m.run_dir,
+                program=m.program,
+                trace=status,
+                note=m.note,
+                apply=dict(max_atol=serves[0], max_rtol=serves[1]) if serves else None,
+            )
+        )
     return staged
 
 
@@ -181,14 +208,18 @@ def export_fib(
         task, k = _pair(r, tasks, op_type, small)
         best = _best(r.run)  # type: ignore[arg-type]
         if task.exported is None:
-            report.skipped.append((str(r.path), task.why or "its task cannot be a Definition"))
+            (report.failed if task.failed else report.skipped).append(
+                (str(r.path), task.why or "its task cannot be a Definition")
+            )
         elif best is None or not best.code:
             report.skipped.append((str(r.path), "no successful program in the run"))
         else:
-            made.append(from_run(task.exported, task.exported.workloads[k], best, r.path, author, dps))
-    report.skipped += [(str(t.path), t.why) for t in tasks if t.why is not None]
+            made.append(from_run(task.exported, k, best, r.path, author, dps))
+    report.skipped += [(str(t.path), t.why) for t in tasks if t.why is not None and not t.failed]
+    report.failed += [(str(t.path), t.why or "") for t in tasks if t.failed]
     if not any(t.exported for t in tasks):
-        raise UserError("nothing to export: " + "; ".join(why for _, why in report.skipped))
+        said = [f"{source}: {why}" for source, why in report.failed] + [why for _, why in report.skipped]
+        raise UserError("nothing to export: " + "; ".join(said))
     staged = _stage(tasks, made, report)
     _check_names(out, staged)
     report.written = write(out, staged)

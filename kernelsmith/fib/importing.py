@@ -3,13 +3,19 @@ candidates (docs/ecosystem.md).
 
 DIR/<definition>_<axes>.py      one task per workload (or the --top N heaviest), task_text.py
 DIR/solutions/<definition>/<solution>.py   each Solution as a candidate, candidate_text.py
-DIR/blob/...                    safetensors inputs too large to write into a task, copied
+DIR/blob/...                    safetensors inputs too large to write into a task, copied (a task names
+                                them relative to its folder, and finds them there or through
+                                $KERNELSMITH_FIB_BLOBS: the folder moves whole)
 DIR/import.json                 what was imported from where, and each Solution that is not a candidate, with why
 
-Everything is read and rendered before anything is written: a bad input (a missing workload file or
-safetensors file, a dtype flashinfer-bench does not know, a Solution whose entry point is missing) is a
-UserError and leaves DIR as it was. A definition or Solution that kernelsmith cannot take (float4
-inputs, the tvm-ffi binding, Python of several files) is listed with why, and the rest imported.
+Everything is read and rendered before anything is written: a bad input (a safetensors file that is not
+the workload's, a dtype flashinfer-bench does not know, a Solution whose entry point is missing) is a
+UserError and leaves DIR as it was. A definition or Solution that kernelsmith cannot take is listed with
+why, and the rest imported: a definition without workloads (most of flashinfer-trace's) or whose workload
+reads a safetensors file that is not there (its git checkout keeps them on Hugging Face), one
+flashinfer-bench judges other than element by element (sampling by its samples' distribution, fp8 MoE by
+a share of matched elements: kernelsmith's judge would refuse every kernel it passes), float4 inputs, the
+tvm-ffi binding, Python of several files.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from kernelsmith.capture.outdir import check, prepare
 from kernelsmith.errors import UserError
 from kernelsmith.fib.candidate_text import candidate_text
 from kernelsmith.fib.dtypes import TORCH_OF_FIB, Unmappable, name_of
-from kernelsmith.fib.layout import Dataset, definition_path
+from kernelsmith.fib.layout import Dataset, NoWorkloads, definition_path
 from kernelsmith.fib.task_text import axis_values, input_idents, task_text
 
 MANIFEST = "import.json"
@@ -39,6 +45,7 @@ class ImportedTask:
     definition: str
     workload: str  # its uuid
     axes: dict[str, int]
+    blobs: list[str] = field(default_factory=list)  # the safetensors files it reads, relative to its folder
 
 
 @dataclass
@@ -93,20 +100,51 @@ def _select(ds: Dataset, names: list[str] | None) -> list[Definition]:
     return [ds.definitions[n] for n in dict.fromkeys(names)]
 
 
-def _render(ds: Dataset, definition: Definition, top: int | None, out: Path, done: Imported, files: dict, blobs: dict):
-    workloads = ds.workloads(definition)
+# flashinfer-bench's evaluators other than its default, and why kernelsmith's judge (every element within a
+# tolerance of the reference's) would throw out every kernel they pass
+JUDGED_OTHERWISE = {
+    "SamplingEvaluator": "flashinfer-bench judges a sampling kernel by the distribution of its samples (their "
+    "total variation distance from the reference's probabilities), and kernelsmith's judge compares outputs "
+    "element by element, which no sampling kernel can pass",
+    "LowBitEvaluator": "flashinfer-bench judges this low-bit kernel by the share of its elements within the "
+    "tolerance (95%), and kernelsmith's judge wants every element within it",
+}
+
+
+def judged_otherwise(definition: Definition) -> str | None:
+    """Why kernelsmith cannot judge `definition` as flashinfer-bench does (its own choice of evaluator), or None."""
+    from flashinfer_bench.bench.evaluators import DefaultEvaluator, resolve_evaluator
+
+    evaluator = resolve_evaluator(definition)
+    if evaluator is DefaultEvaluator:
+        return None
+    name = evaluator.__name__
+    return JUDGED_OTHERWISE.get(name, f"flashinfer-bench judges it with its {name}, which kernelsmith's judge is not")
+
+
+def _render(ds: Dataset, definition: Definition, top: int | None, done: Imported, files: dict, blobs: dict):
+    why = judged_otherwise(definition)
+    if why is not None:
+        done.skipped[definition.name] = why
+        return
+    try:
+        workloads = ds.workloads(definition)
+    except NoWorkloads as exc:
+        done.skipped[definition.name] = str(exc)
+        return
     if top is not None:
         workloads = sorted(workloads, key=lambda w: -weight(definition, w))[:top]
-    source = str(ds.root / definition_path(definition.op_type, definition.name))
+    # the definition's file within its dataset, named by the folder alone: the task holds no path of this machine
+    source = f"{ds.root.resolve().name}/{definition_path(definition.op_type, definition.name)}"
     try:
-        rendered = [task_text(definition, w, ds.root, source, out) for w in workloads]
-    except Unmappable as exc:
+        rendered = [task_text(definition, w, ds.root, source) for w in workloads]
+    except (Unmappable, NoWorkloads) as exc:
         done.skipped[definition.name] = str(exc)
         return
     for name, w, r in zip(_task_names(definition, workloads), workloads, rendered):
         files[f"{name}.py"] = r.text
         blobs.update(r.blobs)
-        done.tasks.append(ImportedTask(f"{name}.py", definition.name, w.uuid, dict(w.axes)))
+        done.tasks.append(ImportedTask(f"{name}.py", definition.name, w.uuid, dict(w.axes), list(r.blobs)))
     for s in ds.solutions.get(definition.name, []):
         entry = ImportedSolution(s.name, definition.name, s.author, s.spec.language.value)
         try:
@@ -139,7 +177,7 @@ def import_fib(dataset: Path, out: Path, definitions: list[str] | None = None, t
     files: dict[str, str] = {}
     blobs: dict[str, Path] = {}
     for definition in _select(ds, definitions):
-        _render(ds, definition, top, out, done, files, blobs)
+        _render(ds, definition, top, done, files, blobs)
     if not done.tasks:
         why = "; ".join(f"{k}: {v}" for k, v in done.skipped.items()) or "it holds no definition"
         raise UserError(f"nothing to import from {dataset}: {why}")

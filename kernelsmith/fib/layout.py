@@ -6,8 +6,12 @@
     traces/<author>/<op_type>/<definition>.jsonl      one Trace a line
     blob/workloads/<op_type>/<definition>/<definition>_<uuid>.safetensors
 
-(flashinfer-bench's `validate --checks layout`; its TraceSet.from_path reads each folder recursively, so
-any depth loads). A file that its models reject is a UserError naming the file and the first error.
+Its TraceSet.from_path reads each folder recursively, so any depth loads. The paths are written out here
+because flashinfer-bench makes them only while it writes each file in place (TraceSet's
+add_workload_traces, add_workload_blob_tensor), and an export checks everything before it writes anything
+(writer.py); a test holds workloads/ and blob/ to the paths its writers make (traces/ here adds the
+Solution's author, as solutions/ has it). A file that its models reject is a UserError naming the file and
+the first error.
 """
 
 from __future__ import annotations
@@ -22,6 +26,14 @@ from pydantic import BaseModel, ValidationError
 from kernelsmith.errors import UserError, one_line
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class NoWorkloads(Exception):
+    """A definition without a workload to make a task of: no workload file, an empty one, or a safetensors
+    file its workload reads missing (flashinfer-trace's git checkout holds none: they are on Hugging Face).
+    The message says which file."""
+
+
 FOLDERS = ("definitions", "workloads", "solutions", "traces", "blob")
 
 
@@ -98,15 +110,14 @@ class Dataset:
         return found
 
     def workloads(self, definition: Definition) -> list[Workload]:
-        """The definition's workloads, in file order; a UserError when it has no workload file."""
+        """The definition's workloads, in file order; NoWorkloads when it has no workload file or an empty
+        one (flashinfer-trace ships definitions without workloads), a UserError for a line that is not one."""
         expected = self.root / workloads_path(definition.op_type, definition.name)
         files = (
             [expected] if expected.is_file() else sorted((self.root / "workloads").rglob(f"{definition.name}.jsonl"))
         )
         if not files:
-            raise UserError(
-                f"definition {definition.name}: its workload file {expected.relative_to(self.root)} is missing"
-            )
+            raise NoWorkloads(f"no workload file ({expected.relative_to(self.root)})")
         out = []
         for path in files:
             for n, line in enumerate(_read(path).splitlines(), 1):
@@ -117,5 +128,5 @@ class Dataset:
                     raise UserError(f"{path}:{n}: a workload of {trace.definition}, not of {definition.name}")
                 out.append(trace.workload)
         if not out:
-            raise UserError(f"definition {definition.name}: its workload file {files[0]} holds no workload")
+            raise NoWorkloads(f"its workload file {files[0].relative_to(self.root)} holds no workload")
         return out

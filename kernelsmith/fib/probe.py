@@ -24,7 +24,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from kernelsmith.fib.dtypes import Unmappable, fib_dtype
+from kernelsmith.errors import one_line
+from kernelsmith.fib.dtypes import TaskFails, Unmappable, fib_dtype
 from kernelsmith.task import load_module
 
 REAL_LIMIT = 1 << 26  # elements: a task whose meta run fails is run for real on the CPU only up to this
@@ -55,6 +56,7 @@ class Run:
     inputs: list[Value]
     outputs: list[Value]
     data: dict[str, torch.Tensor] = field(default_factory=dict)  # the values of inputs that need them
+    on_meta: bool = True  # False: the meta device could not run it (it was run for real, on the CPU)
 
 
 class _Scalars(TorchDispatchMode):
@@ -180,11 +182,19 @@ def _size(module: ModuleType) -> int:
     return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
 
 
+def _fails(where: str, what: str, exc: Exception) -> TaskFails:
+    return TaskFails(f"{where}: {what} raises {type(exc).__name__}: {one_line(str(exc), 200)}")
+
+
 def probe(source: str, where: str, values: bool = True) -> Run:
     """The task `source` run once (on the meta device, or on the CPU where that cannot run it and it is
     small), read as a Definition reads it; `where` names it in messages. `values`: draw the values of the
-    inputs a Workload carries (Run.data)."""
-    module = load(source)
+    inputs a Workload carries (Run.data). TaskFails when the task's own code raises."""
+    try:
+        module = load(source)
+    except Exception as exc:  # noqa: BLE001 - the task's module code
+        raise _fails(where, "its module code", exc) from None
+    on_meta = True
     try:
         init, model, inputs, out, seen = _meta_run(module, where)
     except Unmappable:
@@ -196,18 +206,28 @@ def probe(source: str, where: str, values: bool = True) -> Run:
                 f"{where}: its shapes depend on its values ({type(exc).__name__}: {text[:120]}): a Definition's "
                 "axes are sizes, not counts of the data"
             ) from None
-        if _size(module) > REAL_LIMIT:
+        try:
+            size = _size(module)
+        except Exception as exc:  # noqa: BLE001 - the task's get_inputs()
+            raise _fails(where, "get_inputs()", exc) from None
+        if size > REAL_LIMIT:
             raise Unmappable(f"{where}: cannot run on the meta device ({type(exc).__name__}: {text[:160]})") from None
-        (init, model), inputs = _real_model(module), _real_inputs(module)
-        with torch.no_grad(), _Scalars() as scalars:
-            out = model(*inputs)
-        seen = scalars.seen
+        try:  # for real, on the CPU: an op without a meta kernel, or a task that fails
+            (init, model), inputs = _real_model(module), _real_inputs(module)
+            with torch.no_grad(), _Scalars() as scalars:
+                out = model(*inputs)
+        except Exception as exc:  # noqa: BLE001 - the task's own code: its Model, get_inputs or forward
+            raise _fails(where, "running it (Model(*get_init_inputs())(*get_inputs()))", exc) from None
+        seen, on_meta = scalars.seen, False
     found, outputs = _values(model, inputs, out, seen, where)
-    run = Run(init, found, outputs)
+    run = Run(init, found, outputs, on_meta=on_meta)
     need = [v for v in run.inputs if v.needs_values] if values else []
     if need:
-        real_model = _real_model(module)[1] if any(v.role == "weight" for v in need) else model
-        real_inputs = _real_inputs(module) if any(v.role == "activation" for v in need) else inputs
+        try:
+            real_model = _real_model(module)[1] if any(v.role == "weight" for v in need) else model
+            real_inputs = _real_inputs(module) if any(v.role == "activation" for v in need) else inputs
+        except Exception as exc:  # noqa: BLE001 - the task's Model or get_inputs, built for real
+            raise _fails(where, "building its inputs or Model for real", exc) from None
         names = _forward_names(model, len(inputs))
         for v in need:
             t = real_inputs[names.index(v.path)] if v.role == "activation" else _get(real_model, v.path)

@@ -4,7 +4,9 @@ in place of its own, sets the float attributes (an eps), gives the module consta
 their sizes from the inputs' shapes, and calls forward (templates/run.py.txt).
 
 A destination-passing run copies the results into the outputs it is given (a copy per output: the
-value-returning entry point is the one without it).
+value-returning entry point is the one without it). flashinfer-bench's Runnable.call_destination_passing
+does the same when it calls a value-returning run; a Solution that declares destination-passing style is
+called with the outputs directly, so the copy is in its own code.
 """
 
 from __future__ import annotations

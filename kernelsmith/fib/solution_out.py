@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flashinfer_bench.data import Solution, Trace, Workload
+from flashinfer_bench.data import Solution, Trace
 
 from kernelsmith import __version__
 from kernelsmith.candidate import analyze
@@ -35,6 +35,7 @@ class FromRun:
     program: int | None
     solution: Solution
     trace: Trace | None  # None: the stored program has no verdict record
+    note: str | None = None  # the sizes it was judged at, where they are not its workload's
 
 
 def entry_name(code: str) -> str:
@@ -82,9 +83,11 @@ def solution_of(exported: Exported, best: Program, run_dir: Path, author: str, d
     )
 
 
-def from_run(exported: Exported, workload: Workload, best: Program, run_dir: Path, author: str, dps: bool) -> FromRun:
-    """The Solution of a run's best program, and the Trace of its verdict on `workload` (the one it was judged on)."""
+def from_run(exported: Exported, k: int, best: Program, run_dir: Path, author: str, dps: bool) -> FromRun:
+    """The Solution of a run's best program, and the Trace of its verdict on the exported task's workload `k`
+    (the one it was judged on, or the dataset's own that a --small run stands for: its note says so)."""
     solution = solution_of(exported, best, run_dir, author, dps)
+    workload, note = exported.workloads[k], exported.notes.get(k)
     trace = None
     if best.eval:
         result = EvalResult.model_validate(best.eval)
@@ -92,6 +95,6 @@ def from_run(exported: Exported, workload: Workload, best: Program, run_dir: Pat
             definition=exported.definition.name,
             workload=workload,
             solution=solution.name,
-            evaluation=evaluation(result, best.created_at or None, {"kernelsmith": __version__}),
+            evaluation=evaluation(result, best.created_at or None, {"kernelsmith": __version__}, note),
         )
-    return FromRun(str(run_dir), best.id, solution, trace)
+    return FromRun(str(run_dir), best.id, solution, trace, note)

@@ -3,7 +3,8 @@
 The task holds the Definition's reference as written, and a Model whose forward calls its `run(...)`:
 tensor inputs come from get_inputs() in the Definition's order, drawn as flashinfer-bench's benchmark
 draws a `random` input (dtypes.py) or loaded from the workload's safetensors file (written into the task
-as a literal when small, read from the imported copy when not); scalar inputs are Model's constructor
+as a literal when small, read from the imported copy beside the task when not, named relative to the
+task's folder); scalar inputs are Model's constructor
 arguments (get_init_inputs()), so that ModelNew gets them too. Each axis is a module constant
 (`BATCH_SIZE = 32`); CPU_SIZES shrinks the var axes no file and no constraint fixes, so that `--small`
 tries a kernel in the Triton interpreter. FIB_DEFINITION and FIB_WORKLOAD at the end say what the task
@@ -16,13 +17,16 @@ import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from string import Template
 
+import torch
+from flashinfer_bench.bench.utils import load_safetensors
 from flashinfer_bench.data import Definition, SafetensorsInput, ScalarInput, Workload
-from safetensors import safe_open
 
-from kernelsmith.errors import UserError
+from kernelsmith.errors import UserError, one_line
 from kernelsmith.fib.codegen import as_outputs, const_name, ident, literal
 from kernelsmith.fib.dtypes import Unmappable, draw, draw_scalar, name_of, torch_dtype, torch_name
+from kernelsmith.fib.layout import NoWorkloads
 
 LITERAL_ELEMENTS = 4096  # a safetensors input up to this many elements is written into the task
 CPU_AXIS = 8  # the size CPU_SIZES gives a var axis larger than it
@@ -30,8 +34,14 @@ CPU_AXIS = 8  # the size CPU_SIZES gives a var axis larger than it
 # embedded as a string and run in a namespace of its own instead.
 WRAPPER_NAMES = {"Model", "get_inputs", "get_init_inputs", "CPU_SIZES", "FIB_DEFINITION", "FIB_WORKLOAD", "torch", "nn"}
 HELPER_NAMES = {"_as_outputs", "_OUTPUTS", "_OUTPUT_DTYPES", "_blob"}
+BLOBS_ENV = "KERNELSMITH_FIB_BLOBS"  # folders where an imported task looks for the blobs it reads
+BLOB_TEMPLATE = Path(__file__).with_name("templates") / "blob.py.txt"
 REFERENCE_START = "# ---- the Definition's reference, as written ----"
 REFERENCE_END = "# ---- end of the reference ----"
+# The reference is written as it is, so that `export-fib` gives the Definition back unchanged (a dataset
+# recognises its own Definition only then); one without a final newline gets one here, and the end marker
+# says so.
+NO_FINAL_NEWLINE = " (the reference has no newline after its last line)"
 
 
 @dataclass
@@ -70,27 +80,30 @@ def _blob_literal(tensor, dtype: str, shape: str) -> str:
     return f"torch.tensor({literal(tensor.flatten().tolist())}, dtype={torch_name(dtype)}).reshape({shape})"
 
 
-def _safetensors(definition: Definition, workload: Workload, source: SafetensorsInput, name: str, root: Path):
-    where = f"workload {workload.uuid} of {definition.name}: input {name}"
-    spec = definition.inputs[name]
-    shape = [axis_values(definition, workload)[a] for a in spec.shape or []]
-    path = Path(source.path) if Path(source.path).is_absolute() else root / source.path
-    if not path.is_file():
-        raise UserError(f"{where}: its safetensors file {source.path} is missing")
+def _files(definition: Definition, workload: Workload, root: Path) -> dict[str, tuple[torch.Tensor, Path]]:
+    """The workload's safetensors inputs (name -> its tensor and file), read and checked (its key, shape and
+    dtype) by flashinfer-bench's own `load_safetensors`; a UserError in one line for a bad file."""
+    where = f"workload {workload.uuid} of {definition.name}"
+    named = {n: s for n, s in workload.inputs.items() if isinstance(s, SafetensorsInput)}
+    if not named:
+        return {}
+    axis_values(definition, workload)  # a var axis without a value: said here, in one line
+    paths = {}
+    for name, source in named.items():
+        spec = definition.inputs.get(name)
+        if spec is None:
+            raise UserError(f"{where}: its input {name} is no input of the Definition")
+        if spec.shape is None:
+            raise Unmappable(f"{definition.name}: input {name} is a scalar read from a safetensors file")
+        torch_dtype(name_of(spec.dtype), f"{definition.name}: input {name}")  # Unmappable: float4
+        paths[name] = Path(source.path) if Path(source.path).is_absolute() else root / source.path
+        if not paths[name].is_file():
+            raise NoWorkloads(f"{where}: input {name}: its safetensors file {source.path} is missing")
     try:
-        with safe_open(str(path), framework="pt") as f:
-            if source.tensor_key not in f.keys():
-                raise UserError(f"{where}: {source.path} holds no tensor {source.tensor_key!r}")
-            tensor = f.get_tensor(source.tensor_key)
-    except UserError:
-        raise
-    except Exception as exc:  # a file safetensors cannot read: its own message says why
-        raise UserError(f"{where}: cannot read {source.path}: {exc}") from None
-    if list(tensor.shape) != shape:
-        raise UserError(f"{where}: {source.path}[{source.tensor_key!r}] has shape {list(tensor.shape)}, not {shape}")
-    if tensor.dtype != torch_dtype(name_of(spec.dtype), where):
-        raise UserError(f"{where}: {source.path}[{source.tensor_key!r}] is {tensor.dtype}, not {name_of(spec.dtype)}")
-    return tensor, path
+        tensors = load_safetensors(definition, workload, root)
+    except Exception as exc:  # noqa: BLE001 - its checks' ValueError, or a file safetensors cannot read
+        raise UserError(f"{where}: {one_line(str(exc), 300)}") from None
+    return {name: (tensors[name], paths[name]) for name in named}
 
 
 def axis_consts(definition: Definition) -> dict[str, str]:
@@ -108,14 +121,13 @@ def input_idents(definition: Definition) -> list[tuple[str, bool]]:
 
 def _inputs(definition: Definition, workload: Workload, root: Path, consts: dict[str, str], rendered: Rendered):
     out: list[Input] = []
+    files = _files(definition, workload, root)
     for (name, spec), (name_ident, _) in zip(definition.inputs.items(), input_idents(definition)):
         where = f"{definition.name}: input {name}"
         dtype = name_of(spec.dtype)
         torch_dtype(dtype, where)  # Unmappable for what cannot be drawn
         source = workload.inputs.get(name)
         if spec.shape is None:
-            if isinstance(source, SafetensorsInput):
-                raise Unmappable(f"{where} is a scalar read from a safetensors file")
             code = literal(source.value) if isinstance(source, ScalarInput) else draw_scalar(dtype)
             out.append(Input(name, name_ident, dtype, None, code, f"scalar {code}"))
             continue
@@ -125,7 +137,7 @@ def _inputs(definition: Definition, workload: Workload, root: Path, consts: dict
         if not isinstance(source, SafetensorsInput):  # random, or not named (flashinfer-bench draws it)
             code, says = draw(dtype, shape_code), "random"
         else:
-            tensor, path = _safetensors(definition, workload, source, name, root)
+            tensor, path = files[name]
             if tensor.numel() <= LITERAL_ELEMENTS:
                 code, says = _blob_literal(tensor, dtype, shape_code), f"{source.path} (as a literal)"
             else:
@@ -174,7 +186,8 @@ def _embed_reference(reference: str, taken: set[str], name: str) -> str:
     } | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     future = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body)
     if not (bound & taken) and not future:
-        return f"{REFERENCE_START}\n{reference.rstrip()}\n{REFERENCE_END}\n"
+        end = REFERENCE_END if reference.endswith("\n") else f"\n{REFERENCE_END}{NO_FINAL_NEWLINE}"
+        return f"{REFERENCE_START}\n{reference}{end}\n"
     return (
         f"{REFERENCE_START} (run in a namespace of its own: it binds names this file uses)\n"
         f"_REFERENCE = {reference!r}\n_reference: dict = {{}}\n"
@@ -213,9 +226,10 @@ def _model(definition: Definition, inputs: list[Input]) -> str:
     )
 
 
-def task_text(definition: Definition, workload: Workload, root: Path, source: str, out: Path) -> Rendered:
-    """The task for `workload` of `definition` (a dataset at `root`; `source` names the definition's file),
-    to be written in `out`, where the blobs it reads are copied (`Rendered.blobs`)."""
+def task_text(definition: Definition, workload: Workload, root: Path, source: str) -> Rendered:
+    """The task for `workload` of `definition` (a dataset at `root`; `source` names the definition's file).
+    The blobs it reads are named relative to its folder, where the import copies them (`Rendered.blobs`):
+    the task says no path of this machine, and the folder moves whole."""
     rendered = Rendered("")
     consts = axis_consts(definition)
     inputs = _inputs(definition, workload, root, consts, rendered)
@@ -223,7 +237,9 @@ def task_text(definition: Definition, workload: Workload, root: Path, source: st
     used = {a for spec in [*definition.inputs.values(), *definition.outputs.values()] for a in spec.shape or []}
     const_lines = "".join(f"{consts[a]} = {sizes[a]}\n" for a in definition.axes if a in used)
     small = cpu_sizes(definition, workload, consts)
-    blobs = "".join(f"BLOB_{k} = {str((out / rel).resolve())!r}\n" for k, rel in enumerate(rendered.blobs, 1))
+    blobs = "".join(f"BLOB_{k} = {rel!r}\n" for k, rel in enumerate(rendered.blobs, 1))
+    if blobs:
+        blobs = "# The safetensors files it reads, relative to its folder (_blob says where it looks).\n" + blobs
     reference = _embed_reference(
         definition.reference, WRAPPER_NAMES | HELPER_NAMES | set(consts.values()), definition.name
     )
@@ -240,9 +256,7 @@ def task_text(definition: Definition, workload: Workload, root: Path, source: st
         as_outputs(list(definition.outputs), [name_of(s.dtype) for s in definition.outputs.values()]),
     ]
     if rendered.blobs:
-        parts.append(
-            "def _blob(path, key):\n    from safetensors.torch import load_file\n\n    return load_file(path)[key]\n"
-        )
+        parts.append(Template(BLOB_TEMPLATE.read_text(encoding="utf-8")).substitute(env=BLOBS_ENV))
     parts += [
         "\n\n" + _model(definition, inputs),
         "\n\ndef get_inputs():\n    return [\n" + "".join(f"        {i.code},\n" for i in tensors) + "    ]\n",

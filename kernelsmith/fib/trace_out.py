@@ -8,6 +8,9 @@
 | compile_error / runtime_error / timeout | COMPILE_ERROR / RUNTIME_ERROR / TIMEOUT | none            |
 | rejected (no kernel of its own ran)  | RUNTIME_ERROR       | none; the log says it was rejected     |
 
+flashinfer-bench's apply() serves a PASSED Trace only where both its errors are within ApplyConfig's
+max_atol and max_rtol (defaults 1e-2 and 1e-5; a bf16 kernel is one rounding step off, 0.03125 near 4):
+`serving_tolerance` says what a Trace needs, and export-fib prints it beside the Solution.
 latency_ms is the verdict's candidate_ms (device time per call on CUDA: CUDA-graph replays read from the
 device's kernel timestamps; CPU wall time of Triton's interpreter on the CPU, relative only, which the log
 and the hardware say), reference_latency_ms its reference_ms, speedup_factor its speedup. flashinfer-bench
@@ -16,6 +19,7 @@ has no status for a flagged kernel: it is never PASSED, so its apply() never ser
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 from flashinfer_bench.data import Correctness, Environment, Evaluation, EvaluationStatus, Performance
@@ -66,8 +70,11 @@ def _log(r: EvalResult) -> str:
     return "\n".join(lines)
 
 
-def evaluation(r: EvalResult, when: float | None = None, libs: dict[str, str] | None = None) -> Evaluation:
-    """The Trace evaluation of verdict `r` (made at `when`, seconds since the epoch; now when None)."""
+def evaluation(
+    r: EvalResult, when: float | None = None, libs: dict[str, str] | None = None, note: str | None = None
+) -> Evaluation:
+    """The Trace evaluation of verdict `r` (made at `when`, seconds since the epoch; now when None); `note`:
+    a line its log adds (the sizes it was judged at, where they are not the workload's)."""
     hardware = (r.gpu_name or "CUDA GPU") if r.device == "cuda" else CPU_HARDWARE
     env = Environment(
         hardware=hardware, libs={**({"torch": r.torch_version} if r.torch_version else {}), **(libs or {})}
@@ -88,7 +95,29 @@ def evaluation(r: EvalResult, when: float | None = None, libs: dict[str, str] | 
         status=status,
         environment=env,
         timestamp=stamp.isoformat(timespec="seconds"),
-        log=_log(r),
+        log=_log(r) + (f"\n{note}" if note else ""),
         correctness=correctness,
         performance=perf,
     )
+
+
+def _at_least(x: float) -> float:
+    """The least number of two significant digits that is not below `x` (0.03125 -> 0.032)."""
+    exp = math.floor(math.log10(x)) - 1
+    up = float(f"{math.ceil(round(x / 10**exp, 9)) * 10**exp:.2g}")
+    return up if up >= x else float(f"{up + 10**exp:.2g}")
+
+
+def serving_tolerance(e: Evaluation) -> tuple[float, float] | None:
+    """The (max_atol, max_rtol) of flashinfer-bench's ApplyConfig under which its apply() serves a Trace of
+    evaluation `e` (its filter: status PASSED, both errors within them), or None when it serves none. An
+    error of 0 takes ApplyConfig's own default, which it is within."""
+    from flashinfer_bench.apply.config import ApplyConfig
+
+    if e.status is not EvaluationStatus.PASSED or e.correctness is None:
+        return None
+    fields = ApplyConfig.model_fields
+    errors = (e.correctness.max_absolute_error, e.correctness.max_relative_error)
+    defaults = (fields["max_atol"].default, fields["max_rtol"].default)
+    atol, rtol = (default if err <= default else _at_least(err) for err, default in zip(errors, defaults))
+    return atol, rtol

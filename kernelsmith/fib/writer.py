@@ -80,8 +80,10 @@ def _merged(path: Path, ours: dict[str, str], rel: str) -> str:
                 kept[line_key(line)] = line
     for key, line in ours.items():
         old = kept.get(key)
-        if old is not None and rel.startswith("workloads/") and not _same_workload(old, line):
-            raise UserError(f"{rel} holds another workload of uuid {key.split('|')[1]}: nothing written")
+        if old is not None and rel.startswith("workloads/"):
+            if not _same_workload(old, line):
+                raise UserError(f"{rel} holds another workload of uuid {key.split('|')[1]}: nothing written")
+            continue  # the dataset's own line, as it wrote it
         kept[key] = line
     return "".join(line + "\n" for line in kept.values())
 
@@ -104,7 +106,9 @@ def _plan(out: Path, staged: Staged) -> dict[str, str | dict]:
             continue
         plan[rel] = tensors
     for rel, ours in staged.lines.items():
-        plan[rel] = _merged(out / rel, ours, rel)
+        text = _merged(out / rel, ours, rel)
+        if not (out / rel).is_file() or (out / rel).read_text(encoding="utf-8") != text:
+            plan[rel] = text
     return plan
 
 

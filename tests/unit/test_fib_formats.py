@@ -88,23 +88,35 @@ def _break(root: Path, what: str) -> None:
         path.write_text(path.read_text().replace("main.py::run", "main.py::rmsnorm"))
     elif what == "safetensors file":
         next((root / "blob").rglob("*.safetensors")).unlink()
+    elif what in ("tensor key", "tensor shape", "not safetensors"):
+        from safetensors.torch import save_file
+
+        blob = next((root / "blob").rglob("*.safetensors"))
+        if what == "not safetensors":
+            blob.write_bytes(b"not a safetensors file")
+        else:
+            key, shape = ("bias", 128) if what == "tensor key" else ("weight", 64)
+            save_file({key: torch.ones(shape, dtype=torch.bfloat16)}, str(blob))
 
 
 @pytest.mark.parametrize(
     "what, needle",
     [
-        ("workload file", "workload file workloads/gemm/gemm_n64_k128.jsonl is missing"),
+        ("workload file", "gemm_n64_k128: no workload file (workloads/gemm/gemm_n64_k128.jsonl)"),
         ("dtype", "float64"),
         ("entry point", "defines no rmsnorm"),
         ("safetensors file", "safetensors file"),
+        ("tensor key", "Missing key 'weight'"),  # flashinfer-bench's own load_safetensors checks these
+        ("tensor shape", "'weight' expected [128], got [64]"),
+        ("not safetensors", "workload 3f7c2a9e"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, what: str, needle: str):
     root = copy_fixture(tmp_path)
     _break(root, what)
     out = tmp_path / "tasks"
-    with pytest.raises(UserError) as err:
-        import_fib(root, out)
+    with pytest.raises(UserError) as err:  # a definition without (whole) workloads: an error only when it is all
+        import_fib(root, out, {"workload file": ["gemm_n64_k128"], "safetensors file": ["rmsnorm_h128"]}.get(what))
     assert needle in str(err.value) and "\n" not in str(err.value)
     assert not out.exists()
 
@@ -252,8 +264,9 @@ def test_a_large_safetensors_input_is_copied_and_read_from_the_copy(tmp_path: Pa
     out = tmp_path / "tasks"
     import_fib(root, out, ["rmsnorm_h128"])
     (copied,) = (out / "blob").rglob("*.safetensors")  # 5,120 elements: more than a task holds as a literal
-    task = load(out / "rmsnorm_h128_batch_size40.py")
-    assert str(copied.resolve()) in (out / "rmsnorm_h128_batch_size40.py").read_text()
+    task = load(out / "rmsnorm_h128_batch_size40.py")  # run where it lies: the copy is beside it
+    text = (out / "rmsnorm_h128_batch_size40.py").read_text()
+    assert repr(copied.relative_to(out).as_posix()) in text and str(tmp_path) not in text
     assert torch.equal(task.get_inputs()[0], big)
 
 
@@ -283,3 +296,31 @@ def test_a_cpp_solution_with_the_torch_binding_is_built_by_load_inline_in_its_ca
     missing = s.model_copy(update={"spec": s.spec.model_copy(update={"entry_point": "gemm.cpp::matmul"})})
     with pytest.raises(UserError, match="gemm.cpp has no matmul"):
         candidate_text(d, missing, input_idents(d))
+
+
+def test_a_random_input_is_drawn_as_flashinfer_bench_draws_it():
+    """The task's get_inputs() writes out the calls of flashinfer-bench's own draw (a task runs where the
+    library may be absent): the same values for the same seed, for each dtype either side knows."""
+    from flashinfer_bench.bench.utils import _rand_tensor
+
+    from kernelsmith.fib.dtypes import TORCH_OF_FIB, draw
+
+    for name, dtype in TORCH_OF_FIB.items():
+        torch.manual_seed(7)
+        ours = eval(draw(name, "[3, 5]"), {"torch": torch})  # noqa: S307 - our own generated code
+        torch.manual_seed(7)
+        theirs = _rand_tensor([3, 5], dtype, torch.device("cpu"))
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs), name
+
+
+def test_the_layout_is_the_one_flashinfer_bench_writes(tmp_path: Path):
+    """Where flashinfer-bench's own TraceSet writes a workload and its blob, export-fib writes them too."""
+    from kernelsmith.fib.layout import blob_path, workloads_path
+
+    ts = TraceSet.from_path(str(FIXTURE))
+    d = ts.definitions["rmsnorm_h128"]
+    mine = TraceSet(root=tmp_path, definitions={d.name: d})
+    written = mine.add_workload_blob_tensor(d.name, "u-1", {"weight": torch.ones(128)})
+    assert written == blob_path(d.op_type, d.name, "u-1")
+    mine.add_workload_traces([ts.workloads[d.name][0]])
+    assert (tmp_path / workloads_path(d.op_type, d.name)).is_file()
