@@ -48,7 +48,7 @@ class CapturedTask:
     ops: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
     region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
-    share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
+    share_range: list[float] = field(default_factory=list)  # [low, high] over the profiled forwards (Spread)
     # The module paths whose calls hold each region with the views it borrows from its neighbours (the
     # `view` a 3-D Linear makes of its output): where a patch's eager path looks for it.
     covers: list[str] = field(default_factory=list)

@@ -15,7 +15,7 @@ class Record(BaseModel):
 
 
 class Span(Record):
-    """A median with the lowest and highest of its samples."""
+    """A median with the spread of its samples that one outlier cannot stretch (capture/profile.py's Spread)."""
 
     median: float
     low: float
