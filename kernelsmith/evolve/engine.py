@@ -94,7 +94,7 @@ class Engine:
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
-        self.tuning = TuningMemory()
+        self.tuning = TuningMemory(named=frozenset(cfg.tuner.constexprs))
         self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
         self.noise = NoiseFloorProbe(self.store, backend, task)  # a CPU run's floor, measured
         self.best: Program | None = None
@@ -177,7 +177,7 @@ class Engine:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
         program.descriptors = describe(code, program.eval, self.cfg.archive.features)
-        annotate(program, self.tuning.hopper, self.tuning.interpreted)
+        annotate(program, self.tuning.hopper, self.tuning.interpreted, self.tuning.named)
         return program
 
     async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
