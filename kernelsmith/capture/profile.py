@@ -8,8 +8,9 @@ one range around the whole forward (on the CPU, less the mode's own bookkeeping)
 on the CPU the forward profiled once more without the per-op ranges (`forward_us`: the time apply's
 profile of a forward reads).
 One profiled forward is a noisy sample (a busy machine moves ranks), so capture keeps every forward's
-times and ranks on their median. The profiler also slows a forward several-fold on the CPU, so the
-forward's own time is measured apart, without it: wall time per forward (synchronised on CUDA).
+times and ranks on each op's least time over them (run.py's _timed_groups: a busy machine only adds
+time). The profiler also slows a forward several-fold on the CPU, so the forward's own time is measured
+apart, without it: wall time per forward (synchronised on CUDA).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ killed one without doing a finished step again, and a larger budget goes on with
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -107,6 +108,9 @@ def _captured(wd: WorkDir, state: State, opts: OptimizeOptions, say: Say) -> dic
         shutil.rmtree(stale, ignore_errors=True)
     t0 = time.monotonic()
     done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards)
+    manifest = json.loads((partial / MANIFEST).read_text(encoding="utf-8"))
+    manifest["out_dir"] = str(wd.capture)  # where it is, not where it was made
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     os.replace(partial, wd.capture)
     state.captured, state.capture_s = True, time.monotonic() - t0
     wd.save(state)
