@@ -14,10 +14,14 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	@# kernelsmith[flashinfer]'s schema without flashinfer-python's CUDA wheels (its extra pulls them): the CPU tests need no more.
+	@# flashinfer-bench goes in last, with --no-deps, and is out while the others go in (a rerun): pip checks the
+	@# installed set after every install that resolves, and would print a resolver ERROR for the flashinfer-python it lacks.
+	$(PY) -m pip uninstall -q -y flashinfer-bench 2>/dev/null || true
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test,train,ray,capture]"
-	@# kernelsmith[flashinfer]'s schema without flashinfer-python's CUDA wheels (its extra pulls them): the CPU tests need no more
-	$(PY) -m pip install -q --no-deps "flashinfer-bench>=0.1.2,<0.2" && $(PY) -m pip install -q "safetensors>=0.5" "docstring-parser>=0.16"
+	$(PY) -m pip install -q "safetensors>=0.5" "docstring-parser>=0.16"
+	$(PY) -m pip install -q --no-deps "flashinfer-bench>=0.1.2,<0.2"
 	@# Sandboxes use bubblewrap (Debian's package) for a read-only, network-less view; without it
 	@# they still run, less isolated (docs/integrity.md).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

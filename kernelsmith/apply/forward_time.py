@@ -12,7 +12,8 @@ relative only. In the patched forward each region a kernel takes runs under a ra
 (Substitution.timed), read the same way: each kernel's time per forward.
 
 The original and the patched forward alternate (ABBA, so that drift hits both alike), several forwards
-each; medians and min-max spreads are reported, and a speedup whose spreads overlap is within noise.
+each; medians and their spreads (capture/profile.py's Spread: the middle half of the samples, which one
+outlier cannot stretch) are reported, and a speedup whose spreads overlap is within noise.
 """
 
 from __future__ import annotations

@@ -120,8 +120,12 @@ class Slowdown:
     @property
     def line(self) -> str:
         b, a = self.before_ms, self.after_ms
-        said = f"{self.measure} {b.median:.4g} -> {a.median:.4g} ms per forward ({b.median / a.median:.3g}x)"
-        said = said if self.mode == "eager" else f"{self.mode}: {said}"
+        # The mode always named: a verdict that lists several modes ("eager: ..., compile: ...") reads a slowdown
+        # after them as the last one's (issue 55: the eager slowdown after "compile:")
+        said = (
+            f"{self.measure} {b.median:.4g} -> {a.median:.4g} ms per forward in {self.mode} mode "
+            f"({b.median / a.median:.3g}x)"
+        )
         if self.measure == "eager time":
             return said + (
                 f": {self.rest_ms:.3g} ms of it is host time outside the kernels (the patch's dispatch runs every op "

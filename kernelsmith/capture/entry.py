@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from kernelsmith.errors import UserError
+from kernelsmith.errors import UserError, raised_at
 
 
 @dataclass
@@ -48,7 +48,7 @@ def _module_from_file(path: Path, spec: str):
     try:
         loader_spec.loader.exec_module(module)
     except Exception as exc:
-        raise UserError(f"ENTRY {spec}: importing {path} raised {type(exc).__name__}: {exc}") from None
+        raise UserError(f"ENTRY {spec}: importing {path} raised {type(exc).__name__}{raised_at(exc)}: {exc}") from None
     finally:
         sys.path.remove(str(path.resolve().parent))
     return module
@@ -69,7 +69,9 @@ def load_factory(spec: str):
         except ImportError as exc:
             raise UserError(f"ENTRY {spec}: cannot import module {where}: {exc}") from None
         except Exception as exc:
-            raise UserError(f"ENTRY {spec}: importing {where} raised {type(exc).__name__}: {exc}") from None
+            raise UserError(
+                f"ENTRY {spec}: importing {where} raised {type(exc).__name__}{raised_at(exc)}: {exc}"
+            ) from None
     factory = getattr(module, attr, None)
     if factory is None:
         raise UserError(f"ENTRY {spec}: {where} has no {attr}")
@@ -158,7 +160,7 @@ class _Mover:
 def forward_failed(entry: Entry, exc: Exception) -> str:
     """The line for a forward that raised; where the inputs look like `(args, kwargs)`, which capture takes
     as two positional arguments (a pair is ambiguous), it names the forms inputs may take."""
-    said = f"ENTRY {entry.spec}: the model's forward raised {type(exc).__name__}: {exc}"
+    said = f"ENTRY {entry.spec}: the model's forward raised {type(exc).__name__}{raised_at(exc)}: {exc}"
     pair = len(entry.args) == 2 and not entry.kwargs
     if pair and isinstance(entry.args[0], (tuple, list)) and isinstance(entry.args[1], dict):
         said += (
@@ -179,7 +181,7 @@ def call_entry(spec: str, device: str) -> Entry:
     try:
         made = factory(device=device) if takes_device else factory()
     except Exception as exc:
-        raise UserError(f"ENTRY {spec}: the factory raised {type(exc).__name__}: {exc}") from None
+        raise UserError(f"ENTRY {spec}: the factory raised {type(exc).__name__}{raised_at(exc)}: {exc}") from None
     if not (isinstance(made, (tuple, list)) and len(made) == 2):
         raise UserError(f"ENTRY {spec}: the factory must return (model, inputs), not {type(made).__name__}")
     model, inputs = made

@@ -8,8 +8,9 @@ one range around the whole forward (on the CPU, less the mode's own bookkeeping)
 on the CPU the forward profiled once more without the per-op ranges (`forward_us`: the time apply's
 profile of a forward reads).
 One profiled forward is a noisy sample (a busy machine moves ranks), so capture keeps every forward's
-times and ranks on their median. The profiler also slows a forward several-fold on the CPU, so the
-forward's own time is measured apart, without it: wall time per forward (synchronised on CUDA).
+times and ranks on each op's least time over them (run.py's _timed_groups: a busy machine only adds
+time). The profiler also slows a forward several-fold on the CPU, so the forward's own time is measured
+apart, without it: wall time per forward (synchronised on CUDA).
 """
 
 from __future__ import annotations
@@ -47,13 +48,21 @@ class OpTimes:
 
 @dataclass
 class Spread:
+    """A median and the spread around it that one sample cannot stretch: `low`-`high` leave out the lowest
+    and highest quarter of the samples (at least one each, from 3 samples on: with 3, the median alone).
+    A min-max spread let one outlier of 10 forwards (a busy machine's 336 ms beside 6.8 ms) call a 107x
+    slowdown "within noise" (issue 55)."""
+
     median: float
     low: float
     high: float
 
     @classmethod
     def of(cls, values: list[float]) -> Spread:
-        return cls(statistics.median(values), min(values), max(values))
+        ordered = sorted(values)
+        cut = max(1, len(ordered) // 4) if len(ordered) >= 3 else 0
+        kept = ordered[cut : len(ordered) - cut]
+        return cls(statistics.median(ordered), kept[0], kept[-1])
 
 
 def op_range(index: int):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
+from kernelsmith.capture import FORWARDS
 from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed
 from kernelsmith.capture.outdir import check as check_out
@@ -41,14 +41,14 @@ class CapturedTask:
     module_paths: list[str]
     module_class: str
     calls: int  # per forward
-    share: float  # of the profiled forward's time: the median over the profiled forwards
-    time_us: float  # all calls in one forward (the median)
+    share: float  # of the profiled forward's time, from each op's least time over the forwards (_timed_groups)
+    time_us: float  # all calls in one forward (each op's least)
     validated: bool
     why: str | None = None
     ops: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)  # module paths whose calls hold it ("": the model)
     region: str = ""  # the region's identity (task_file.py): what apply matches a run's task on
-    share_range: list[float] = field(default_factory=list)  # [lowest, highest] over the profiled forwards
+    share_range: list[float] = field(default_factory=list)  # [share, its upper quartile over the forwards]
     # The module paths whose calls hold each region with the views it borrows from its neighbours (the
     # `view` a 3-D Linear makes of its output): where a patch's eager path looks for it.
     covers: list[str] = field(default_factory=list)
@@ -62,11 +62,11 @@ class Capture:
     entry: str
     device: str
     measure: str  # "device time" or "CPU time": what the shares are of, under the profiler
-    total_us: float  # that measure per profiled forward (the median): the shares' whole
+    total_us: float  # that measure per profiled forward (each op's least, _timed_groups): the shares' whole
     covered_share: float  # the share of the forward's time in the written tasks
     out_dir: str
     tasks: list[CapturedTask]
-    forwards: int = 1  # profiled forwards the ranking is the median of
+    forwards: int = 1  # profiled forwards the ranking is made of (each op's least time over them)
     profiled_us: Spread | None = None  # the forward's profiled time over them (OpTimes.forward_us): median, low, high
     wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
     switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
@@ -104,15 +104,20 @@ def _scope(tape: Tape, call: int | None) -> str:
 
 def _timed_groups(
     groups: dict[str, list[tuple[Region, Rendered | None, str | None]]], samples: list[OpTimes]
-) -> dict[str, tuple[float, Spread]]:
-    """Per group: its time per forward (the median over the profiled forwards) and its share of each
-    forward's total (median, lowest, highest)."""
+) -> tuple[dict[str, tuple[float, Spread]], float]:
+    """Per group: its time per forward and its share of the forward's time, both from the least time each op
+    took over the profiled forwards (the forward: those and the least time outside the ops): a busy machine
+    only adds time. On two loaded cores the median moved a region's share up to 45x between two captures (a
+    GEMM's threads waiting on each other), the least 1.6x (issue 55). The share's spread runs from it to the
+    group's upper quartile over the forwards (Spread), of the same whole. And that whole."""
+    least = [min(s.per_op_us[i] for s in samples) for i in range(len(samples[0].per_op_us))]
+    whole = (sum(least) + min(max(s.total_us - sum(s.per_op_us), 0.0) for s in samples)) or 1.0
     out = {}
     for key, group in groups.items():
-        spent = [sum(s.per_op_us[i] for r, _, _ in group for i in r.ops) for s in samples]
-        shares = [t / (s.total_us or 1.0) for t, s in zip(spent, samples)]
-        out[key] = (Spread.of(spent).median, Spread.of(shares))
-    return out
+        ops = [i for r, _, _ in group for i in r.ops]
+        spent, each = sum(least[i] for i in ops), Spread.of([sum(s.per_op_us[i] for i in ops) for s in samples])
+        out[key] = (spent, Spread(spent / whole, spent / whole, max(spent, each.high) / whole))
+    return out, whole
 
 
 def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
@@ -180,7 +185,7 @@ def capture(
     device: str = "cpu",
     top: int | None = None,
     min_share: float = 0.0,
-    forwards: int = 5,
+    forwards: int = FORWARDS,
 ) -> Capture:
     """Run a model's forward, rank where its time goes, and write its regions as tasks at their real shapes.
 
@@ -190,7 +195,7 @@ def capture(
             its seeds kept; a folder holding other files is refused.
         device: "cpu" or "cuda" (where the model runs, and what its times are: CPU or device time).
         top: write the N heaviest regions only (the rest are listed); min_share: and none below this share.
-        forwards: profiled forwards whose median ranks the regions.
+        forwards: profiled forwards the regions are ranked on (each op's least time over them).
 
     Returns the Capture (what capture.json holds). Raises UserError (one line) for what a user can fix: a
     bad ENTRY, a forward that raises, an output folder of other files. The model runs in eval mode under
@@ -206,7 +211,7 @@ def capture(
     groups = _grouped(tape)
     varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
-    timed = _timed_groups(groups, samples)
+    timed, whole = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
     sources: dict[str, str] = {}
     for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
@@ -233,8 +238,9 @@ def capture(
         entry=entry,
         device=device,
         measure=samples[0].measure,
-        total_us=statistics.median(s.total_us for s in samples),
-        covered_share=sum(t.share for t in tasks if t.file),
+        total_us=whole,
+        # Shares of one whole, least times each, sum to at most 1 (medians' did not: 1.0006); rounding aside
+        covered_share=min(1.0, sum(t.share for t in tasks if t.file)),
         out_dir=str(out),
         tasks=tasks,
         forwards=forwards,

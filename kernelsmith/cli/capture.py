@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from kernelsmith.apply.options import ApplyOptions
+from kernelsmith.capture import FORWARDS
 from kernelsmith.cli.common import check_paths, console, shown
 from kernelsmith.device import Device
 from kernelsmith.progress import counted
@@ -47,11 +48,11 @@ def capture_cmd(
     top: int | None = typer.Option(None, "--top", min=1, help="write at most this many tasks, the heaviest first"),
     min_share: float = typer.Option(0.0, "--min-share", min=0.0, max=1.0, help="skip regions below this share"),
     forwards: int = typer.Option(
-        5, "--forwards", min=1, help="profiled forwards to rank on (their median; the table gives the spread)"
+        FORWARDS, "--forwards", min=1, help="profiled forwards to rank on (each op's least; the table gives the spread)"
     ),
 ) -> None:
-    """Run a model's forward, rank the regions a kernel would fuse by their share of its time (the
-    median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
+    """Run a model's forward, rank the regions a kernel would fuse by their share of its time (each op's
+    least over several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.run import capture
 
     done = capture(entry, out, device.value, top, min_share, forwards)
@@ -71,9 +72,9 @@ def capture_cmd(
         table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
     console.print(table)
     console.print(
-        f"shares: of the forward's {done.measure} under the profiler, the median of "
-        f"{counted(done.forwards, 'profiled forward')} ({profiled.median / 1000:.3g} ms; "
-        f"{profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
+        f"shares: of the forward's {done.measure} under the profiler, each op's least over "
+        f"{counted(done.forwards, 'profiled forward')} ({done.total_us / 1000:.3g} ms; the forward's median "
+        f"{profiled.median / 1000:.3g} ms, {profiled.low / 1000:.3g}-{profiled.high / 1000:.3g})"
     )
     varies = [t for t in done.tasks if t.data_dependent]
     if varies:  # an MoE's tokens per expert: each task holds this forward's count

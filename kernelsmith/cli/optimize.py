@@ -110,23 +110,25 @@ def _options(flags: dict):
 
 
 def _region_table(done: Optimized) -> Table:
-    where = f"{done.device}, budget {done.budget_s:g} s, work directory {shown(done.out)}"
+    from kernelsmith.optimize.outcome import search_said
+
+    searched = f"searched {shown_time(done.search_total_s)} over every run"  # the regions' times, as each row's
+    where = f"{done.device}, budget {shown_time(done.budget_s)}, {searched}, work directory {shown(done.out)}"
     table = Table(title=f"{shown(done.entry)}: {where}")
     for col in ("rank", "region", "share", "start", "search", "kernel", "in the patch"):
         table.add_column(col)
     for r in done.regions:
         if not r.searched:
             continue
-        search = "-"
-        if r.elapsed_s is not None:
-            search = f"{r.iterations} it, {shown_time(r.elapsed_s)} of {shown_time(r.allotment_s or 0.0)}"
+        search = search_said(r) or "-"
         kernel = f"{r.speedup:.3g}x" if r.speedup is not None else (r.verdict or "-")
         k = r.kernel
         taken = ", ".join(f"{m} {n:g}" for m, n in k.taken.items()) if k is not None and k.in_patch else ""
         where = f"taken per forward: {taken}" if taken else ""
         if k is not None and k.served_by:
             where = f"served by {k.served_by}"
-        note = f"[yellow]{shown(r.note)}[/]" if r.note else ""
+        said = "no starting kernel (below)" if r.name in done.startless else r.note  # the advice: once, under it
+        note = f"[yellow]{shown(said)}[/]" if said else ""
         cells = (str(r.rank), shown(r.name), f"{r.share:.1%}", shown(r.start or "-"), search, kernel)
         table.add_row(*cells, "; ".join(x for x in (shown(where), note) if x) or "-")
     return table
@@ -134,6 +136,8 @@ def _region_table(done: Optimized) -> Table:
 
 def _say_outcome(done: Optimized) -> None:
     console.print(_region_table(done))
+    if done.start_advice:  # once, not in every row without a start
+        console.print(f"[yellow]{shown(done.start_advice)}[/]")
     others = [r.note or "" for r in done.regions if not r.searched]
     if others:
         kinds = {"a library op": "library ops", "beyond --top": "beyond --top", "not captured": "not captured as tasks"}
@@ -149,7 +153,7 @@ def _say_outcome(done: Optimized) -> None:
             f"-> {a.median:.4g} ms ({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{noise}"
         )
     p = patch.prediction if patch is not None else None
-    if p:  # as optimize.json stores it: an infinite bound is null there
+    if p:  # as optimize.json stores it: an infinite bound is "Infinity" there, "inf" here and on the page
         x = lambda key: f"{p[key]:.3g}" if isinstance(p.get(key), (int, float)) else "inf"
         console.print(
             f"predicted {x('speedup')}x ({x('low')}-{x('high')}) from the verdicts over {p['covered']:.1%} of the "

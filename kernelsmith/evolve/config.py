@@ -89,6 +89,14 @@ class ProfileConfig(_Strict):
     max_share: float = Field(default=0.10, ge=0.0, le=1.0)
 
 
+class TunerConfig(_Strict):
+    """What the LLM-free tuner may change (docs/suite.md, "The tuner")."""
+
+    # tl.constexpr names to tune besides the block-like ones (BLOCK*, TILE*, ...): a constexpr that is not a
+    # block (`MODE`, `HAS_BIAS`) is the kernel's meaning, so the tuner leaves it unless it is named here
+    constexprs: list[str] = Field(default_factory=list)
+
+
 class EvolveConfig(_Strict):
     iterations: int = Field(default=40, ge=0)  # the paper's 40 rounds per task
     random_seed: int = 0
@@ -105,6 +113,7 @@ class EvolveConfig(_Strict):
     operators: OperatorWeights = Field(default_factory=OperatorWeights)
     prompts: PromptConfig = Field(default_factory=PromptConfig)
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
+    tuner: TunerConfig = Field(default_factory=TunerConfig)
     evaluation: EvalOptions = Field(default_factory=EvalOptions)
     backend: BackendConfig = Field(default_factory=BackendConfig)
 

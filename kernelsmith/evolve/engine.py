@@ -27,6 +27,7 @@ from kernelsmith.errors import TaskError, UserError
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evaluate.verdict import is_success
 from kernelsmith.evolve.archive import Archive, Selection
+from kernelsmith.evolve.clock import SearchClock
 from kernelsmith.evolve.config import EvolveConfig
 from kernelsmith.evolve.descriptors import describe
 from kernelsmith.evolve.edits import EditError, apply_reply
@@ -94,7 +95,7 @@ class Engine:
         self.run_dir = self.store.run_dir
         self.prompts = PromptBuilder(cfg.prompts)
         self.archive = Archive(cfg.archive)
-        self.tuning = TuningMemory()
+        self.tuning = TuningMemory(named=frozenset(cfg.tuner.constexprs))
         self.reuse = VerdictReuse(self.store)  # one verdict per program (evolve/reuse.py)
         self.noise = NoiseFloorProbe(self.store, backend, task)  # a CPU run's floor, measured
         self.best: Program | None = None
@@ -102,10 +103,11 @@ class Engine:
         self.stop_reason: str | None = None
         self.done = 0  # iterations 1..N stored
         self.counts: Counter[str] = Counter()  # programs stored per shown_status
-        self.started = time.monotonic()
-        self.elapsed_before = 0.0  # seconds of earlier sessions of a resumed run
+        self.clock = SearchClock(cfg.time_limit)  # the search's time, over every session; the limit's stop
         self.hardware: dict = {}
-        self.profiler = IslandBestProfiler(cfg.profile, cfg.evaluation.device, backend, task, self.store, self.started)
+        self.profiler = IslandBestProfiler(
+            cfg.profile, cfg.evaluation.device, backend, task, self.store, self.clock.started
+        )
 
     # ---- setting up and resuming
     def _claim_run_dir(self) -> None:
@@ -177,7 +179,7 @@ class Engine:
                 raise UserError(str(exc)) from None
             program.with_verdict(result)
         program.descriptors = describe(code, program.eval, self.cfg.archive.features)
-        annotate(program, self.tuning.hopper, self.tuning.interpreted)
+        annotate(program, self.tuning.hopper, self.tuning.interpreted, self.tuning.named)
         return program
 
     async def _tune(self, iteration: int, island: int, sel: Selection, rng: random.Random) -> Program:
@@ -272,7 +274,7 @@ class Engine:
         return await self._evaluate(program)
 
     async def _iteration(self, iteration: int) -> Program:
-        rng = random.Random(f"{self.cfg.random_seed}:{iteration}")
+        began, rng = time.monotonic(), random.Random(f"{self.cfg.random_seed}:{iteration}")
         island = 0 if iteration == 0 else (iteration - 1) % self.cfg.archive.islands
         try:
             if iteration == 0 and self.seed_code is not None:
@@ -282,6 +284,7 @@ class Engine:
             else:
                 program = await self._propose(iteration, island, rng)
             await self.noise.settle(program, first_success=self.best is None)  # before the first success
+            self.clock.ended(iteration, time.monotonic() - began)
             return self._record(program)
         finally:
             self.reuse.release(iteration)
@@ -314,11 +317,9 @@ class Engine:
         tokens = totals["prompt_tokens"] + totals["completion_tokens"]
         if c.max_tokens is not None and tokens >= c.max_tokens:
             return f"token budget reached ({tokens} of {c.max_tokens})"
-        if c.time_limit is not None and time.monotonic() - self.started >= c.time_limit:
-            return f"time limit reached ({c.time_limit:g} s)"
         if c.early_stop is not None and self.since_best >= c.early_stop:
             return f"no improvement in {counted(self.since_best, 'iteration')}"
-        return None
+        return self.clock.stop()
 
     async def run(self) -> dict:
         self._claim_run_dir()
@@ -329,14 +330,13 @@ class Engine:
             self.start_files.discard(self.store)
             raise
 
-    def elapsed(self) -> float:
-        """Seconds the search has run, over every session of it (a resume adds its own)."""
-        return self.elapsed_before + time.monotonic() - self.started
+    def elapsed(self) -> float:  # seconds the search has run, over every session of it (a resume adds its own)
+        return self.clock.elapsed()
 
     async def _run(self) -> dict:
         if self.seed_code is not None:
             use_seed(self.store, self.seed_code)  # a failed start is fixed by fixing the seed file
-        self.elapsed_before = previous_elapsed(self.store)
+        self.clock.before = previous_elapsed(self.store)
         self._rebuild()
         stored = self.store.iterations()
         if stored:

@@ -208,6 +208,10 @@ def run_evolve(
     )
     if best:
         speed = f"{best['speedup']:.3g}x vs the reference" if best["speedup"] is not None else "correct"
+        if (
+            best["speedup"] is not None and cfg.evaluation.device == "cpu"
+        ):  # `make demo`'s 0.000703x, said for what it is
+            speed += ": Triton's interpreter against native PyTorch on the CPU, relative only, not a GPU speedup"
         say(f"best: program {best['program_id']} ({speed}) -> {Path(run_dir) / 'best.py'}")
     else:
         say("no correct program: see the run's feedback with `kernelsmith export " + str(run_dir) + "`")

@@ -3,7 +3,9 @@
 Edits go through libcst, so everything else in the file stays byte-identical and a tuned child
 differs from its parent at its launches alone. What is tuned, at a launch `K[grid](...)` of a
 `@triton.jit` kernel of the same file:
-  * "block": a `tl.constexpr` keyword whose value is a power-of-two int, written at the launch
+  * "block": a block-like `tl.constexpr` keyword (BLOCK*, TILE*, SPLIT*, CHUNK*, BM/BN/BK, GROUP_M: how the
+    work is cut; another, `MODE=1`, is the kernel's meaning, tuned only where the config's [tuner]
+    constexprs names it) whose value is a power-of-two int, written at the launch
     (`BLOCK=1024`) or bound once in the launching function (`BLOCK = 1024`; then the assignment
     is edited so the grid's `triton.cdiv(n, BLOCK)` stays consistent; `B_M, B_N = 64, 32` too).
     An inline grid literal equal to a literal keyword (`K[(cdiv(n, 4096),)](..., BLOCK=4096)`)
@@ -37,30 +39,43 @@ from kernelsmith.identity import program_hash
 __all__ = ["Analysis", "Param", "analyze", "apply_config", "config_of", "find_params", "skeleton_hash"]
 
 
-def find_params(code: str, hopper: bool = False, interpreted: bool = False) -> list[Param]:
+def find_params(
+    code: str, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()
+) -> list[Param]:
     """The tunable launch parameters of a candidate, in source order (launch options it leaves out
-    included, at the values Triton gives them; none under the interpreter, which ignores them)."""
-    return list(analyze(code, hopper, interpreted).params)
+    included, at the values Triton gives them; none under the interpreter, which ignores them).
+    `named`: constexprs the user names to be tuned besides the block-like ones."""
+    return list(analyze(code, hopper, interpreted, named).params)
 
 
-def config_of(code: str, hopper: bool = False, interpreted: bool = False) -> dict[str, int]:
-    return {p.key: p.value for p in analyze(code, hopper, interpreted).params}
+def config_of(
+    code: str, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()
+) -> dict[str, int]:
+    return {p.key: p.value for p in analyze(code, hopper, interpreted, named).params}
 
 
-def skeleton_hash(code: str, hopper: bool = False, interpreted: bool = False) -> str:
+def skeleton_hash(
+    code: str, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()
+) -> str:
     """Hash of the code with every tunable literal masked and the launch options the tuner sets
     left out: programs differing only in tuned values (an option written or not) share it."""
-    an = analyze(code, hopper, interpreted)
+    an = analyze(code, hopper, interpreted, named)
     ints: dict[int, cst.BaseExpression] = {id(n): cst.Name(tuner_edit.MASK) for ns in an.nodes.values() for n in ns}
     drop = {id(arg) for arg in an.option_args.values()}
     masked = an.module.visit(tuner_edit.Replace(ints, {id(n): None for n in an.scaled.values()}, drop=drop)).code
     return program_hash(masked)
 
 
-def apply_config(code: str, config: dict[str, int], hopper: bool = False, interpreted: bool = False) -> str:
+def apply_config(
+    code: str,
+    config: dict[str, int],
+    hopper: bool = False,
+    interpreted: bool = False,
+    named: frozenset[str] = frozenset(),
+) -> str:
     """The code with the given parameters rewritten (literals, scaled blocks, added launch
     options); every other byte unchanged. An absent option set to its default stays absent."""
-    an = analyze(code, hopper, interpreted)
+    an = analyze(code, hopper, interpreted, named)
     known = set(an.nodes) | set(an.scaled) | set(an.inserts)
     unknown = sorted(set(config) - known)
     if unknown:

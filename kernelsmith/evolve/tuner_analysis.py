@@ -25,6 +25,15 @@ NUM_STAGES = (1, 2, 3, 4, 5)
 BLOCK_FLOOR, BLOCK_CAP = 16, 16384
 DOT_CAP = 256  # tl.dot tiles: larger ones exceed registers/shared memory on current GPUs
 _DOT_NAME = re.compile(r"BLOCK(?:_SIZE)?_[MNK](?![A-Za-z])")
+# The tl.constexpr names that are blocks (their value how work is cut, not what it computes): BLOCK*, XBLOCK,
+# R0_BLOCK, TILE_*, SPLIT_K, CHUNK, BM/BN/BK, GROUP_M. Any other constexpr is the kernel's meaning (`MODE=1` was
+# tried as `MODE=2`, issue 55) and is tuned only where the user names it ([tuner] constexprs).
+BLOCK_LIKE = re.compile(r"BLOCK|TILE|SPLIT|CHUNK|^B_?[MNKD]$|^GROUP(_SIZE)?_[MNK]$", re.IGNORECASE)
+
+
+def block_like(name: str, named: frozenset[str] = frozenset()) -> bool:
+    """A constexpr the tuner may tune: block-like by its name, or named by the user."""
+    return name in named or BLOCK_LIKE.search(name) is not None
 
 
 @dataclass(frozen=True)
@@ -115,9 +124,12 @@ class _Site:
 class _Analyzer:
     """The state `analyze` builds up: launch by launch in source order, then config by config."""
 
-    def __init__(self, kernels: dict[str, Kernel], hopper: bool, interpreted: bool = False) -> None:
+    def __init__(
+        self, kernels: dict[str, Kernel], hopper: bool, interpreted: bool = False, named: frozenset[str] = frozenset()
+    ) -> None:
         self.kernels, self.hopper = kernels, hopper
         self.interpreted = interpreted  # Triton's interpreter: launch options change nothing
+        self.named = named  # constexprs the user names to be tuned besides the block-like ones
         self.params: list[Param] = []
         self.nodes: dict[str, tuple[cst.Integer, ...]] = {}
         self.owner: dict[int, str] = {}  # id(literal) -> key: one literal shared by two keywords is one param
@@ -174,7 +186,7 @@ class _Analyzer:
             if kernel.autotuned or kw in kernel.preset or self.interpreted:
                 return
             kind = kw
-        elif kw in kernel.constexprs and kw not in kernel.preset:
+        elif kw in kernel.constexprs and kw not in kernel.preset and block_like(kw, self.named):
             kind = "block"
         else:
             return
@@ -271,7 +283,7 @@ class _Analyzer:
                 tiles, stages, warps = [], None, None
                 for name, lit in entries:
                     kind = name if name in ("num_warps", "num_stages") else "block"
-                    if kind != "block" and self.interpreted:
+                    if (kind != "block" and self.interpreted) or (kind == "block" and not block_like(name, self.named)):
                         continue
                     choices = _choices(kind, name, _int(lit), kernel.uses_dot)
                     if choices is None or id(lit) in self.owner:
@@ -286,9 +298,12 @@ class _Analyzer:
 
 
 @functools.lru_cache(maxsize=64)
-def analyze(code: str, hopper: bool = False, interpreted: bool = False) -> Analysis:
+def analyze(
+    code: str, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()
+) -> Analysis:
     """What may be tuned in `code`: on Hopper its options too; under Triton's interpreter
-    (`interpreted`) no launch option, as it ignores them all."""
+    (`interpreted`) no launch option, as it ignores them all; constexprs that are not block-like only where
+    `named`."""
     try:
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as e:
@@ -296,7 +311,7 @@ def analyze(code: str, hopper: bool = False, interpreted: bool = False) -> Analy
     kernels = find_kernels(module)
     sites = LaunchSites(module, kernels)
     module.visit(sites)
-    an = _Analyzer(kernels, hopper, interpreted)
+    an = _Analyzer(kernels, hopper, interpreted, named)
     for kname, call, scope in sites.sites:
         an.launch(kname, call, scope)
     launch_tiles = len(an.tile_groups)

@@ -104,6 +104,7 @@ def propose(
     hopper: bool = False,
     interpreted: bool = False,
     space: dict[str, set[int]] | None = None,
+    named: frozenset[str] = frozenset(),
 ) -> tuple[str, Config] | None:
     """A config never measured nor `pending` (being evaluated) nor the current one, nearest first,
     following improvements (pending configs have no score yet, so they steer nothing).
@@ -118,7 +119,7 @@ def propose(
     `space` widens each parameter's choices (the values legal around the family's other programs
     that the search tuned from: tuning.py), so that "nothing left" means nothing left in the family.
     """
-    an = analyze(code, hopper, interpreted)
+    an = analyze(code, hopper, interpreted, named)
     if not an.params:
         return None
     params = [
@@ -159,9 +160,9 @@ def propose(
         ]
         if ranked:
             pick = min(ranked, key=lambda r: r[:3])[3]
-            return apply_config(code, pick, hopper, interpreted), pick
+            return apply_config(code, pick, hopper, interpreted, named), pick
     pick = _random(params, an, tried, rng)
-    return None if pick is None else (apply_config(code, pick, hopper, interpreted), pick)
+    return None if pick is None else (apply_config(code, pick, hopper, interpreted, named), pick)
 
 
 def _random(params: list[Param], an: Analysis, tried: set[frozenset], rng: random.Random) -> Config | None:

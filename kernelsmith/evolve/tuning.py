@@ -5,7 +5,7 @@ literals masked) and its config (those literals), whichever operator produced it
 never re-proposes a configuration the search has measured, an LLM's included, and moves toward
 better-scoring neighbours. Proposals in flight count as measured until their verdict arrives.
 Programs sharing a skeleton are a family. A parameter's legal values depend on the program
-tuned from (a block ranges over /16 .. x16 of its value): the family's space is the union of
+tuned from (a block ranges over /16 .. x16 of its value, within 16 .. 16384): the family's space is the union of
 those, over every program it was tuned from. The best correct program of each family is
 remembered, so a search stops for want of proposals only when no unmeasured configuration
 is left in the space of any family.
@@ -33,24 +33,27 @@ def runs_in_interpreter(hardware: dict) -> bool:
     return hardware.get("device") == "cpu"
 
 
-def annotate(program: Program, hopper: bool = False, interpreted: bool = False) -> None:
+def annotate(
+    program: Program, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()
+) -> None:
     """Set the program's skeleton and config (None when its code has nothing tunable or fails to parse)."""
     program.skeleton, program.config = None, None
     if not program.code:
         return
     try:
-        if not tuner.find_params(program.code, hopper, interpreted):
+        if not tuner.find_params(program.code, hopper, interpreted, named):
             return
-        program.skeleton = tuner.skeleton_hash(program.code, hopper, interpreted)
-        program.config = tuner.config_of(program.code, hopper, interpreted)
+        program.skeleton = tuner.skeleton_hash(program.code, hopper, interpreted, named)
+        program.config = tuner.config_of(program.code, hopper, interpreted, named)
     except Exception:  # code the tuner cannot parse (a syntax error, say) is simply not tunable
         return
 
 
 class TuningMemory:
-    def __init__(self, hopper: bool = False, interpreted: bool = False):
+    def __init__(self, hopper: bool = False, interpreted: bool = False, named: frozenset[str] = frozenset()):
         self.hopper = hopper  # the judge's GPU is Hopper or newer: num_ctas is tunable too
         self.interpreted = interpreted  # Triton's interpreter (the CPU): no launch option is tunable
+        self.named = named  # constexprs the user names to be tuned besides the block-like ones ([tuner])
         self.measured: dict[str, dict[frozenset, float]] = {}
         self.pending: dict[str, set[frozenset]] = {}
         self.leaders: dict[str, tuple[float, int]] = {}  # skeleton -> (score, id) of its best correct program
@@ -78,7 +81,7 @@ class TuningMemory:
         if parent.skeleton is None or not parent.code:
             return None
         space = self.space.setdefault(parent.skeleton, {})
-        for p in tuner.find_params(parent.code, self.hopper, self.interpreted):
+        for p in tuner.find_params(parent.code, self.hopper, self.interpreted, self.named):
             space.setdefault(p.key, set()).update(p.choices)
         proposal = tuner_search.propose(
             parent.code,
@@ -88,6 +91,7 @@ class TuningMemory:
             hopper=self.hopper,
             interpreted=self.interpreted,
             space=space,
+            named=self.named,
         )
         if proposal is not None:
             self.pending.setdefault(parent.skeleton, set()).add(frozenset(proposal[1].items()))
@@ -102,8 +106,13 @@ class TuningMemory:
         n = len(self.space)
         if n == 0:
             where = " (on the CPU only block sizes: Triton's interpreter ignores num_warps and num_stages)"
-            return "the tuner has nothing to try: no correct program has a launch parameter it tunes" + (
-                where if self.interpreted else ""
+            named = (
+                "; a tl.constexpr that is not a block (BLOCK*, TILE*, ...) is tuned where the config's [tuner] names it"
+            )
+            return (
+                "the tuner has nothing to try: no correct program has a launch parameter it tunes"
+                + (where if self.interpreted else "")
+                + named
             )
         families = "the program family it tuned" if n == 1 else f"the {n} program families it tuned"
         measured = self.stats()["configurations_measured"]

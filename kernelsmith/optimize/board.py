@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelsmith.evolve.engine import Event, Resumed
-from kernelsmith.optimize.budget import shown_time, time_left
+from kernelsmith.optimize.budget import TIME_LIMIT, shown_time, stop_said, time_left
+from kernelsmith.optimize.runs import RunInfo
 from kernelsmith.optimize.search import Hooks, Searched
 from kernelsmith.progress import LiveProgress, counted
 
@@ -23,6 +24,13 @@ class Row:
     best: float | None = None  # the best kernel's speedup so far
     iterations: int = 0
     started: float | None = None  # time.monotonic() when this run's search of it began
+
+    @classmethod
+    def of(cls, name: str, allotment_s: float, info: RunInfo, ready: bool) -> Row:
+        """A region's row as its run left it: a region searched on an earlier run shows its iterations and
+        best, not "0 iterations" (issue 55)."""
+        best = info.best.speedup if info.best is not None else None
+        return cls(name, allotment_s, info.elapsed_s, "left" if ready else "done", best, info.iterations)
 
 
 class Board:
@@ -78,8 +86,13 @@ class Board:
         elif done.summary is not None:
             best = done.summary.get("best") or {}
             speed = f"best {best['speedup']:.3g}x" if best.get("speedup") is not None else "no correct kernel"
-            done_its = counted(done.summary["iterations_done"], "iteration")
-            self.say(f"{done.name}: {done.summary['stop_reason']}; {done_its}, {speed}")
+            its = done.summary["iterations_done"]  # every run's (the store holds them), as the table says
+            stop = stop_said(done.summary["stop_reason"], done.summary.get("elapsed_s"), r.allotment_s, its) or ""
+            if done.cut_s is not None and stop.startswith(TIME_LIMIT):
+                stop += (
+                    f" (the budget had {shown_time(done.cut_s)} left for it: the searches before it ran past theirs)"
+                )
+            self.say(f"{done.name}: {stop}; {counted(its, 'iteration')}, {speed}")
         self.draw()
 
     def lines(self) -> list[str]:

@@ -64,3 +64,22 @@ def split_budget(shares: Mapping[str, float], budget_s: float, slots: int = 1) -
 def time_left(allotment_s: float, elapsed_s: float) -> float:
     """What a region's search may still spend (a killed or earlier search's time counts against it)."""
     return max(0.0, allotment_s - elapsed_s)
+
+
+TIME_LIMIT = "time limit"  # how the engine's stop reason begins when a search's time ran out
+
+
+def stop_said(
+    stop_reason: str | None, elapsed_s: float | None, allotment_s: float | None, iterations: int = 1
+) -> str | None:
+    """A search's stop reason as optimize says it. A time limit in the search's own totals, every run of it
+    against its share of the budget (the figures the table shows beside it), not the limit the engine was
+    given for this run: "time limit reached (42.7 s)" beside "1m12s of 43s" read as two clocks (issue 55);
+    and a start whose evaluation alone took longer than the share (no iteration after it) says so."""
+    if not stop_reason or not stop_reason.startswith(TIME_LIMIT) or elapsed_s is None or allotment_s is None:
+        return stop_reason
+    spent = f"{shown_time(elapsed_s)} of its {shown_time(allotment_s)} share of the budget"
+    if iterations == 0 and elapsed_s > allotment_s:
+        return f"{TIME_LIMIT} reached: its start's evaluation alone took {spent}"
+    said = f"{TIME_LIMIT} reached: {spent}"
+    return said + ("; another iteration would have ended past it" if "another iteration" in stop_reason else "")

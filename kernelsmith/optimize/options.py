@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelsmith.capture import FORWARDS
+
 Mode = Literal["eager", "compile", "graphs"]
 
 DEFAULT_BUDGET = "20m"
@@ -26,7 +28,7 @@ class OptimizeOptions(BaseModel):
     """The heaviest regions outside library ops (GEMMs, attention, convolution, embedding) to search."""
     min_share: float = Field(default=0.0, ge=0.0, le=1.0)
     """Regions below this share of the forward are not captured as tasks."""
-    forwards: int = Field(default=5, ge=1)
+    forwards: int = Field(default=FORWARDS, ge=1)
     """Profiled forwards the capture ranks on."""
     modes: tuple[Mode, ...] | None = None
     """How the patch is checked: eager, compile (torch.compile), graphs (CUDA graphs); None: every mode the

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelsmith.optimize.budget import shown_time
+from kernelsmith.optimize.breakdown import eager_time, time_rows
+from kernelsmith.optimize.budget import TIME_LIMIT, shown_time, stop_said
 from kernelsmith.optimize.plan import Region
 from kernelsmith.optimize.result import Optimized, PatchOutcome, RegionOutcome, Span
 from kernelsmith.optimize.runs import RunInfo
+from kernelsmith.optimize.starts import start_advice
 from kernelsmith.optimize.workdir import RegionState, WorkDir
-
-TIME_LIMIT = "time limit"  # how the engine's stop reason begins when a search's time ran out
+from kernelsmith.progress import counted
 
 
 def _note(r: Region, rs: RegionState, info: RunInfo, o: RegionOutcome, device: str) -> str | None:
@@ -35,6 +36,11 @@ def _note(r: Region, rs: RegionState, info: RunInfo, o: RegionOutcome, device: s
     if device == "cuda" and o.speedup is not None and o.speedup < 1.0:
         return f"its best kernel is slower than its reference ({o.speedup:.3g}x)"
     if info.iterations == 0 and (rs.stop_reason or "").startswith(TIME_LIMIT):
+        if info.elapsed_s > (o.allotment_s or 0.0):
+            return (
+                f"its start's evaluation alone took {shown_time(info.elapsed_s)} of its "
+                f"{shown_time(o.allotment_s or 0.0)} share of the budget"
+            )
         return f"its {shown_time(o.allotment_s or 0.0)} of the budget ended at its start"
     return None
 
@@ -54,7 +60,8 @@ def region_outcome(r: Region, rs: RegionState, info: RunInfo, wd: WorkDir, patch
         o.allotment_s = rs.allotment_s if o.start is not None else None
         o.elapsed_s = info.elapsed_s if info.exists else None
         o.iterations = info.iterations
-        o.stop_reason = rs.stop_reason if rs.finished else ("interrupted" if info.exists else None)
+        stop = rs.stop_reason if rs.finished else ("interrupted" if info.exists else None)
+        o.stop_reason = stop_said(stop, o.elapsed_s, o.allotment_s, o.iterations)
         best = info.best
         o.speedup, o.program = (best.speedup, best.id) if best is not None else (None, None)
         o.start_speedup = info.start.speedup if info.start is not None else None
@@ -65,6 +72,20 @@ def region_outcome(r: Region, rs: RegionState, info: RunInfo, wd: WorkDir, patch
         o.run_report = str(report.relative_to(wd.out)) if report.is_file() else None
     o.note = _note(r, rs, info, o, device)
     return o
+
+
+def search_said(o: RegionOutcome, stop: bool = False) -> str | None:
+    """A region's search in a few words, as the table and the page say it: its iterations and time over every
+    run of it, of its share of the budget (None: it was not searched); with `stop`, how it ended, its times
+    said once."""
+    if o.elapsed_s is None:
+        return None
+    said = f"{counted(o.iterations, 'iteration')}, {shown_time(o.elapsed_s)} of {shown_time(o.allotment_s or 0.0)}"
+    if not stop or not o.stop_reason:
+        return said
+    spent = stop_said(f"{TIME_LIMIT} reached", o.elapsed_s, o.allotment_s, o.iterations) or ""
+    ended = o.stop_reason
+    return f"{said}; {f'{TIME_LIMIT} reached' + ended[len(spent) :] if ended.startswith(spent) else ended}"
 
 
 def too_small(outcomes: list[RegionOutcome], budget_s: float) -> str | None:
@@ -112,6 +133,8 @@ def summarize(
     ]
     small = too_small(outcomes, budget_s)
     passed, reason = verdict_line(patch, small)
+    crashed = {name for name, rs in states.items() if rs.crashed}
+    startless = [o.name for o in outcomes if o.searched and o.start is None and o.name not in crashed]
     return Optimized(
         entry=manifest["entry"],
         device=device,
@@ -120,9 +143,14 @@ def summarize(
         profiled_ms=span(manifest.get("profiled_us"), 1e-3),
         wall_ms=span(manifest.get("wall_ms")),
         budget_s=budget_s,
+        search_total_s=sum(o.elapsed_s or 0.0 for o in outcomes),
         regions=outcomes,
+        time_rows=time_rows(outcomes, patch, manifest.get("measure") or ""),
+        time_unit="ms" if eager_time(patch, manifest.get("measure") or "") is not None else "share",
         patch=patch,
         too_small=small,
+        start_advice=start_advice(startless, device) if startless else None,
+        startless=startless,
         passed=passed,
         reason=reason,
     )

@@ -15,7 +15,7 @@ class Record(BaseModel):
 
 
 class Span(Record):
-    """A median with the lowest and highest of its samples."""
+    """A median with the spread of its samples that one outlier cannot stretch (capture/profile.py's Spread)."""
 
     median: float
     low: float
@@ -92,6 +92,16 @@ class RegionOutcome(Record):
     run_report: str | None = None  # runs/NAME/report.html, relative to OUT
 
 
+class TimeRow(Record):
+    """A row of "where the forward's time went" (breakdown.py): in ms of the check's eager forward, or in
+    shares of capture's forward where no eager forward was measured in its measure."""
+
+    label: str  # a region's name, or a group of them, the rest of the forward, the whole forward
+    before: float
+    after: float | None  # None: not measured
+    how: str  # how `after` was found: measured, predicted, unchanged, in another region's kernel
+
+
 class Optimized(Record):
     entry: str
     device: str
@@ -102,10 +112,15 @@ class Optimized(Record):
     budget_s: float
     slots: int = 1  # searches at once
     search_s: float = 0.0  # this run's searching, wall time
+    search_total_s: float = 0.0  # the regions' search time over every run of them, summed (their elapsed_s)
     capture_s: float | None = None
     regions: list[RegionOutcome] = Field(default_factory=list)
+    time_rows: list[TimeRow] = Field(default_factory=list)  # where the forward's time went (they add up)
+    time_unit: str = "ms"  # of time_rows: "ms" (the check's eager forward) or "share" (capture's, no check)
     patch: PatchOutcome | None = None
     too_small: str | None = None  # the budget ended every search at its start, in one line
+    start_advice: str | None = None  # the regions without a start, and what to do, in one line (said once)
+    startless: list[str] = Field(default_factory=list)  # those regions
     passed: bool = False  # a patch was written and passed its check
     reason: str = ""  # one line: the outcome
     report: str | None = None  # report.html

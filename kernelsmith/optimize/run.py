@@ -7,6 +7,7 @@ killed one without doing a finished step again, and a larger budget goes on with
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -34,14 +35,14 @@ from kernelsmith.optimize.patching import make_patch, patch_key
 from kernelsmith.optimize.plan import Region, plan
 from kernelsmith.optimize.result import Optimized, PatchOutcome
 from kernelsmith.optimize.runs import RunInfo, run_info
-from kernelsmith.optimize.search import Search, Searched, run_searches, slots
-from kernelsmith.optimize.starts import Seeder, Start, find_start, seeder
+from kernelsmith.optimize.search import MIN_LEFT_S, Search, Searched, run_searches, slots
+from kernelsmith.optimize.starts import Seeder, Start, find_start, seeder, start_advice, unmatched
 from kernelsmith.optimize.workdir import RegionState, State, WorkDir
 from kernelsmith.progress import LiveProgress, counted
 from kernelsmith.task_sizes import load_task
 
 Say = Callable[[str], None]
-MIN_LEFT_S = 1.0  # a search with less time left than this is done
+PATCH_PARTIAL = "patch.partial"  # where the patch is made and checked before it is moved in place
 MAX_ITERATIONS = 10_000  # a search's iterations when --iterations does not cap them: its time does
 # How a finished search's stop reason begins when more time or iterations would let it go on.
 GOES_ON = ("time limit", "done", "stopped", "interrupted")
@@ -107,6 +108,9 @@ def _captured(wd: WorkDir, state: State, opts: OptimizeOptions, say: Say) -> dic
         shutil.rmtree(stale, ignore_errors=True)
     t0 = time.monotonic()
     done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards)
+    manifest = json.loads((partial / MANIFEST).read_text(encoding="utf-8"))
+    manifest["out_dir"] = str(wd.capture)  # where it is, not where it was made
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     os.replace(partial, wd.capture)
     state.captured, state.capture_s = True, time.monotonic() - t0
     wd.save(state)
@@ -134,7 +138,7 @@ def _starts(
     say: Say,
 ) -> dict[str, Start]:
     """The start of each region still to search; a region without one says why, in its state."""
-    found = {}
+    found, none = {}, []
     for r in todo:
         rs = state.regions.setdefault(r.name, RegionState())
         path = wd.capture / (r.file or "")
@@ -151,6 +155,7 @@ def _starts(
         if isinstance(got, str):
             rs.seed_origin, rs.failed, rs.crashed = None, got, crashed
             say(f"{r.name}: {got}")
+            none += [] if crashed else [r.name]
             continue
         if got.note:
             say(f"{r.name}: {got.note}")
@@ -160,6 +165,8 @@ def _starts(
             continue
         rs.failed, rs.failed_start, rs.crashed = None, None, False
         found[r.name] = got
+    if none:
+        say(start_advice(none, opts.device))
     wd.save(state)
     return found
 
@@ -228,7 +235,7 @@ def _search(
                         trace=wd.failure(r.name),
                     )
                 )
-            rows.append(Row(r.name, allot[r.name], infos[r.name].elapsed_s, "left" if ready else "done"))
+            rows.append(Row.of(r.name, allot[r.name], infos[r.name], ready))
         state.slots = width
         wd.save(state)
         _say_split(say, held, allot, opts.budget_s, width)
@@ -236,7 +243,8 @@ def _search(
         if searches:
             board = Board(rows, width, say, view)
             board.on_start, board.on_end = _under_way(wd, state), _record(wd, state, starts)
-            run_searches(searches, pool.get(), board.hooks)
+            limits = [s.cfg.time_limit or 0.0 for s in searches]  # the budget's wall time left to them all
+            run_searches(searches, pool.get(), board.hooks, max(max(limits), sum(limits) / width))
         return {r.name: run_info(wd.run_dir(r.name)) for r in chosen}, width, time.monotonic() - t0
     finally:
         pool.close()
@@ -270,14 +278,38 @@ def _patch(wd: WorkDir, state: State, regions: list[Region], opts: OptimizeOptio
     modes = ", ".join(opts.checked_modes)
     best = "the best kernel of 1 search" if len(runs) == 1 else f"the best kernels of {len(runs)} searches"
     say(f"patch: {best} into {out}, checked in {modes}")
+    # Made and checked in a folder of its own, moved in place whole once checked (as the capture is): a kill
+    # during the check leaves the earlier patch and its page as they were, never an unchecked patch behind a
+    # page that says "passed" (issue 55). The package keeps its name: PARTIAL/<name>.
+    partial = wd.out / PATCH_PARTIAL / out.name
+    shutil.rmtree(partial.parent, ignore_errors=True)
     patch: PatchOutcome = make_patch(
-        runs, wd.capture, out, device, opts.checked_modes, opts.reps, min_speedup, opts.accept_slower, key
+        runs, wd.capture, partial, device, opts.checked_modes, opts.reps, min_speedup, opts.accept_slower, key
     )
-    if patch.path is None and (out / "patch.json").is_file():
+    if patch.path is not None:
+        patch.path = str(_moved_whole(partial, out))
+    elif (out / "patch.json").is_file():
         shutil.rmtree(out)  # an earlier patch of other kernels: not this run's
+    shutil.rmtree(partial.parent, ignore_errors=True)
     state.patch = patch
     wd.save(state)
     return patch
+
+
+def _moved_whole(partial: Path, out: Path) -> Path:
+    """The checked patch in `out`, in place of an earlier one, by renames (no moment without either whole);
+    its apply.json names where it now is."""
+    record = partial / "apply.json"
+    if record.is_file():
+        applied = json.loads(record.read_text(encoding="utf-8"))
+        applied["out_dir"] = str(out)
+        record.write_text(json.dumps(applied, indent=1) + "\n", encoding="utf-8")
+    replaced = partial.parent / "replaced"
+    if out.exists():
+        os.replace(out, replaced)
+    os.replace(partial, out)
+    shutil.rmtree(replaced, ignore_errors=True)
+    return out
 
 
 def optimize(opts: OptimizeOptions, say: Say = print, view: LiveProgress | None = None) -> Optimized:
@@ -298,6 +330,9 @@ def optimize(opts: OptimizeOptions, say: Say = print, view: LiveProgress | None 
             shutil.rmtree(wd.out, ignore_errors=True)
         raise
     regions = plan(manifest, opts.top)
+    stray = unmatched(opts.seeds, {r.name: r.why for r in regions})
+    if stray:
+        say(stray)
     infos, width, search_s = _search(wd, state, regions, opts, cfg, given, say, view)
     patch = _patch(wd, state, regions, opts, manifest.get("device", opts.device), say)
     result = summarize(manifest, regions, state.regions, infos, wd, patch, opts.budget_s)

@@ -3,6 +3,13 @@ keeps at least one worker busy), the heaviest first, each with its own time limi
 budget, less what earlier runs of it spent). Each is `kernelsmith evolve`'s engine on the region's task,
 its run directory resumed where a killed run left it.
 
+The budget bounds the searches together: each starts with the lesser of its own time left and the wall
+time left to them all (`wall_s`), so that one that ran past its share (a start whose evaluation alone took
+longer) takes that time from those after it, not from the user; one whose turn comes with less than
+MIN_LEFT_S of it left does not go on past its start (a start is evaluated whatever the time: the patch is
+made from starts too), and one whose start is stored does not run: it says so in one line, and is searched
+on the next run.
+
 A search that cannot run (a seed the tuner cannot start from, a run directory of another task) ends in
 one line and the others go on; so does one that raised though the user did nothing wrong (an evaluation
 worker that failed, a bug of ours: failure.py keeps its traceback). An LLM that cannot be reached ends
@@ -24,10 +31,16 @@ from kernelsmith.evolve.engine import Engine, Event, Resumed
 from kernelsmith.evolve.run import open_llms
 from kernelsmith.llm import LLMClient, LLMError
 from kernelsmith.optimize.failure import failure_line
+from kernelsmith.optimize.runs import run_info
 from kernelsmith.report import write_run_report
 from kernelsmith.task import Task
 
 TICK_S = 1.0  # how often the live view's clocks move while searches run
+MIN_LEFT_S = 1.0  # a search with less time left than this is done
+OUT_OF_TIME = (
+    "the budget's time ran out before its search began (the searches before it ran past their shares): "
+    "run the same command again to search it"
+)
 
 
 @dataclass
@@ -46,6 +59,7 @@ class Searched:
     summary: dict | None = None  # summary.json's content; None: it could not run
     failed: str | None = None  # why, in one line
     crashed: bool = False  # it failed by no doing of the user's (a worker that failed, a bug): try it again
+    cut_s: float | None = None  # its time limit, where the budget's time left cut it below its own
 
 
 @dataclass
@@ -65,13 +79,21 @@ def slots(backend: EvalBackend) -> int:
     return max(1, int(getattr(backend, "workers", 1) or 1))
 
 
-async def _one(s: Search, backend: EvalBackend, llm: LLMClient, hooks: Hooks) -> Searched:
+async def _one(s: Search, backend: EvalBackend, llm: LLMClient, hooks: Hooks, deadline: float | None) -> Searched:
+    cfg, cut = s.cfg, None
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left < MIN_LEFT_S and run_info(s.run_dir).start is not None:
+            return Searched(s.name, failed=OUT_OF_TIME, crashed=True)  # crashed: tried again on the next run
+        left = max(left, MIN_LEFT_S)  # a start is evaluated whatever the time: a search has nothing without it
+        cut = round(left, 1) if cfg.time_limit is None or left < cfg.time_limit else None
+        cfg = cfg.model_copy(update={"time_limit": cut or cfg.time_limit})
     hooks.started_at[s.name] = time.monotonic()
     hooks.started(s.name)
     try:
         engine = Engine(
             s.task,
-            s.cfg,
+            cfg,
             s.run_dir,
             backend,
             llm,
@@ -90,15 +112,18 @@ async def _one(s: Search, backend: EvalBackend, llm: LLMClient, hooks: Hooks) ->
         return Searched(s.name, failed=one_line(str(exc), 400))
     except Exception as exc:  # this region's alone: the other searches and the patch go on
         return Searched(s.name, failed=failure_line("its search", exc, s.trace), crashed=True)
-    return Searched(s.name, summary=summary)
+    return Searched(s.name, summary=summary, cut_s=cut)
 
 
-async def _all(searches: list[Search], backend: EvalBackend, llms: list[LLMClient], hooks: Hooks) -> list[Searched]:
+async def _all(
+    searches: list[Search], backend: EvalBackend, llms: list[LLMClient], hooks: Hooks, wall_s: float | None
+) -> list[Searched]:
     room = asyncio.Semaphore(slots(backend))  # FIFO: the searches start in the order given
+    deadline = time.monotonic() + wall_s if wall_s is not None else None
 
     async def run(s: Search, llm: LLMClient) -> Searched:
         async with room:
-            done = await _one(s, backend, llm, hooks)
+            done = await _one(s, backend, llm, hooks, deadline)
         hooks.ended(done)
         return done
 
@@ -114,10 +139,13 @@ async def _all(searches: list[Search], backend: EvalBackend, llms: list[LLMClien
         ticking.cancel()
 
 
-def run_searches(searches: list[Search], backend: EvalBackend, hooks: Hooks | None = None) -> list[Searched]:
+def run_searches(
+    searches: list[Search], backend: EvalBackend, hooks: Hooks | None = None, wall_s: float | None = None
+) -> list[Searched]:
     """Run every search to its end (its time, its iterations, or the tuner's last configuration), as many
-    at once as `slots(backend)`; Ctrl-C stops them all, every evaluated program stored."""
+    at once as `slots(backend)`, all of them within `wall_s` seconds (None: each within its own limit);
+    Ctrl-C stops them all, every evaluated program stored."""
     if not searches:
         return []
     llms = open_llms(searches[0].cfg, len(searches))  # every key read before any leaves the environment
-    return asyncio.run(_all(searches, backend, llms, hooks or Hooks()))
+    return asyncio.run(_all(searches, backend, llms, hooks or Hooks(), wall_s))

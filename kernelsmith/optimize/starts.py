@@ -8,24 +8,31 @@ there is none (torch.compile's seed step is not tried twice).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsmith.capture.entry import load_factory
-from kernelsmith.errors import UserError, one_line
+from kernelsmith.errors import UserError, one_line, raised_at
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.store import RunStore, holds_run
 from kernelsmith.identity import program_hash
 from kernelsmith.seed.start import derive, llm_judged
 from kernelsmith.task import Task
 
-NO_SEED = (
-    "no starting kernel{why}: give --seeds (a folder with {name}.py, or file.py:function), an LLM (--model with "
-    "--llm-base-url), or run on --device cuda for torch.compile's own code"
-)
+NO_SEED = "no starting kernel{why}"
 
-NO_SEED_HERE = "give --seeds or an LLM (--model with --llm-base-url)"
+
+def start_advice(names: list[str], device: str) -> str:
+    """What to do for the regions without a start, said once for them all (per region it made the table
+    300-450 columns wide, issue 55)."""
+    where = ", or run on --device cuda for torch.compile's own code" if device == "cpu" else ""
+    return (
+        f"no starting kernel for {', '.join(names)}: give --seeds (a folder of NAME.py, named as the region, or "
+        f"file.py:function), an LLM (--model with --llm-base-url){where}"
+    )
+
 
 Seeder = Callable[[str, Path], tuple[str | None, str]]  # (task name, task file) -> (source or None, origin)
 
@@ -53,6 +60,29 @@ def seeder(spec: str | None) -> Seeder | None:
     return lambda name, path: _from_function(func, spec, path)
 
 
+def unmatched(spec: str | None, regions: dict[str, str | None]) -> str | None:
+    """One line for the files of a --seeds folder that no searched region takes (a typo, a library op's
+    region), which were otherwise ignored without a word (issue 55); None when every file is used.
+    `regions`: every region of the capture -> why it is not searched (None: it is)."""
+    folder = Path(spec) if spec is not None else None
+    if folder is None or not folder.is_dir():
+        return None
+    searched = [name for name, why in regions.items() if why is None]
+    stray = []
+    for file in sorted(folder.glob("*.py")):
+        name = file.stem if file.stem in regions else file.stem.removesuffix("_seed")
+        if regions.get(name, "") is None:
+            continue
+        if name in regions:
+            stray.append(f"{file.name} ({name}: {regions[name]})")
+            continue
+        near = difflib.get_close_matches(name, searched, n=1)
+        stray.append(f"{file.name} (no region is named so{f'; {near[0]}.py?' if near else ''})")
+    if not stray:
+        return None
+    return f"--seeds {spec}: not used, no region searched takes them: {'; '.join(stray)}"
+
+
 def _from_folder(folder: Path, name: str) -> tuple[str | None, str]:
     for file in (folder / f"{name}.py", folder / f"{name}_seed.py"):
         if file.is_file():
@@ -64,7 +94,8 @@ def _from_function(func, spec: str, path: Path) -> tuple[str | None, str]:
     try:
         code = func(path)
     except Exception as exc:
-        return None, one_line(f"--seeds {spec} raised {type(exc).__name__} on {path.name}: {exc}", 300)
+        said = f"--seeds {spec} raised {type(exc).__name__}{raised_at(exc)} on {path.name}: {exc}"
+        return None, one_line(said, 300)
     if code is not None and not isinstance(code, str):
         return None, f"--seeds {spec} returned a {type(code).__name__} for {path.name}, not a source or None"
     return code, f"--seeds {spec}" if code is not None else f"--seeds {spec} has none for {path.name}"
@@ -117,8 +148,8 @@ def find_start(
             return Start(None, "the LLM's first version")
         said = _said(why_file)
         if said:
-            return f"{said}; {NO_SEED_HERE}"
-        return NO_SEED.format(name=name, why=f" ({origin})" if origin else "")
+            return said
+        return NO_SEED.format(why=f" ({origin})" if origin else "")
     _keep(seeds_dir, name, code, origin)
     return Start(code, origin)
 

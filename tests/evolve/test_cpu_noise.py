@@ -97,7 +97,8 @@ def test_the_tuner_on_the_cpu_proposes_no_launch_option_so_no_new_best_on_noise(
     assert summary["best"]["iteration"] == 0 and summary["tuner"]["configurations_measured"] == 0
     assert summary["stop_reason"] == (
         "the tuner has nothing to try: no correct program has a launch parameter it tunes (on the CPU only "
-        "block sizes: Triton's interpreter ignores num_warps and num_stages)"
+        "block sizes: Triton's interpreter ignores num_warps and num_stages); a tl.constexpr that is not a block "
+        "(BLOCK*, TILE*, ...) is tuned where the config's [tuner] names it"
     )
 
 

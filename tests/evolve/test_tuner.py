@@ -188,6 +188,42 @@ def test_kernel_defaults_and_non_constexpr_keywords_are_not_tuned():
     assert [p.key for p in tuner.find_params(code)] == ["k.BLOCK", "k.num_stages"]
 
 
+MODED = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr, VEC: tl.constexpr, BM: tl.constexpr, SPLIT_K: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0 * MODE * VEC * BM * SPLIT_K, mask=offs < n)
+
+
+def launch(x, n):
+    k[(triton.cdiv(n, 256),)](x, n, BLOCK=256, MODE=1, VEC=4, BM=32, SPLIT_K=2)
+'''
+
+
+def test_only_block_like_constexprs_are_tuned_unless_the_user_names_them():
+    """Issue 55: `MODE=1` was tried as `MODE=2` in 3 of 5 iterations: a constexpr that is not a block is the
+    kernel's meaning. BLOCK*, BM/BN/BK, SPLIT_K are tuned; MODE and VEC only where [tuner] constexprs names them."""
+    assert [p.key for p in written(tuner.find_params(MODED))] == ["k.BLOCK", "k.BM", "k.SPLIT_K"]
+    named = frozenset({"VEC"})
+    assert [p.key for p in written(tuner.find_params(MODED, named=named))] == ["k.BLOCK", "k.VEC", "k.BM", "k.SPLIT_K"]
+    assert tuner.skeleton_hash(MODED) != tuner.skeleton_hash(MODED.replace("MODE=1", "MODE=2"))  # another program
+    child = tuner.apply_config(MODED, {"k.VEC": 8}, named=named)
+    assert "VEC=8" in child and "MODE=1" in child
+    rng, measured = random.Random(0), {}
+    for _ in range(20):  # whatever the tuner proposes, MODE stays 1
+        proposal = tuner_search.propose(MODED, measured, rng)
+        assert proposal is not None and "MODE=1, VEC=4" in proposal[0]
+        measured[frozenset(proposal[1].items())] = 1.0
+    # the config names them, and the engine's tuning memory takes it from there
+    from kernelsmith.evolve.config import EvolveConfig
+
+    cfg = EvolveConfig.model_validate({"tuner": {"constexprs": ["VEC"]}})
+    assert cfg.tuner.constexprs == ["VEC"] and EvolveConfig().tuner.constexprs == []
+
+
 def test_autotuned_and_heuristic_params_are_skipped():
     autotune = '@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])\n@triton.jit'
     code = make("    k[(n,)](x, n, BLOCK=256, CHUNK=64, num_warps=4, num_stages=2)", autotune)

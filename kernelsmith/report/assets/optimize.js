@@ -10,16 +10,14 @@ function spanText(sp, digits) {
   return fmtSig(sp.median, digits || 4) + " ms (" + fmtSig(sp.low, digits || 4) + "\u2013" + fmtSig(sp.high, digits || 4) + ")";
 }
 
+// A spread's bound: an infinite one is "inf", as the terminal writes it (optimize.json: "Infinity")
+function bound(x) {
+  return x === "Infinity" || x === Infinity ? "inf\u00d7" : fmtX(x);
+}
+
 // The eager forward in capture's measure: what the shares are of, before and after.
 function eagerTime() {
   return PATCH.times.filter(function (t) { return t.mode === "eager" && t.measure === OPT.measure; })[0] || null;
-}
-
-function secs(x) {
-  if (!isNum(x)) return "\u2014";
-  if (x < 60) return fmtSig(x, 2) + " s";
-  if (x < 3600) return Math.floor(x / 60) + " min " + Math.round(x % 60) + " s";
-  return Math.floor(x / 3600) + " h " + Math.round((x % 3600) / 60) + " min";
 }
 
 function renderHeader() {
@@ -36,44 +34,30 @@ function renderHeader() {
     h("div", {id: "card-forward"}, h("h3", null, "Forward, eager (" + (OPT.measure || "time") + ")"),
       h("div", {class: "big"}, t ? fmtX(t.speedup) : "\u2014"),
       h("div", {class: "note"}, t ? spanText(t.before_ms) + " \u2192 " + spanText(t.after_ms) : "not measured"),
-      p ? h("div", {class: "note"}, "predicted " + fmtX(p.speedup) + " from the verdicts") : null),
+      // a prediction that cannot be compared with the measurement is no headline (it says so below)
+      p && p.agreement !== "cannot tell" ? h("div", {class: "note"}, "predicted " + fmtX(p.speedup) + " from the verdicts") :
+        null),
     h("div", {id: "card-regions"}, h("h3", null, "Regions"),
       h("div", {class: "big"}, inPatch.length + " / " + searched.length),
       h("div", {class: "note"}, "kernels in the patch, of the regions searched (" + OPT.regions.length + " captured)")),
-    h("div", {id: "card-budget"}, h("h3", null, "Budget"), h("div", {class: "big"}, secs(OPT.budget_s)),
-      h("div", {class: "note"}, "searched " + secs(OPT.search_s) + " this run" +
+    h("div", {id: "card-budget"}, h("h3", null, "Budget"), h("div", {class: "big"}, OPT.said.budget),
+      h("div", {class: "note"}, "searched " + OPT.said.searched + " over every run (" + OPT.said.this_run + " this run)" +
         (OPT.slots > 1 ? ", " + OPT.slots + " regions at once" : "") +
-        (isNum(OPT.capture_s) ? "; capture " + secs(OPT.capture_s) : "")))]);
+        (isNum(OPT.capture_s) ? "; capture " + OPT.said.capture : "")))]);
   document.getElementById("verdict").textContent = OPT.reason;
   document.getElementById("too-small").textContent = OPT.too_small || "";
 }
 
-// Each row: [label, before share, after share or null, how the after was found]
+// Each row: [label, before share, after share or null, how the after was found, its text]. optimize's own rows
+// (kernelsmith/optimize/breakdown.py: one measure, rows that add up to the whole), as shares of the whole before.
 function timeRows() {
-  var t = eagerTime(), rows = [], library = [0, 0], other = [0, 0], total = 0;
-  OPT.regions.forEach(function (r) {
-    total += r.share;
-    if (!r.searched) {
-      var into = r.note && r.note.indexOf("a library op") === 0 ? library : other;
-      into[0] += r.share; into[1] += 1;
-      return;
-    }
-    var k = r.kernel, after = r.share, how = "unchanged";
-    var eager = k && (!k.modes || k.modes.indexOf("eager") >= 0);  // a kernel left out of eager mode changes nothing here
-    if (k && k.in_patch && k.served_by && eager) { after = 0; how = "in " + k.served_by + "'s kernel"; }
-    else if (k && k.in_patch && k.after_ms && t && t.before_ms.median > 0) {
-      after = k.after_ms.median / t.before_ms.median; how = "measured";
-    } else if (k && k.in_patch && (k.taken.eager || 0) > 0 && isNum(r.speedup) && r.speedup > 0) {
-      after = r.share / r.speedup; how = "predicted";
-    }
-    rows.push([r.name, r.share, after, how]);
+  var rows = OPT.time_rows || [], whole = rows.length ? rows[rows.length - 1].before : 0, ms = OPT.time_unit === "ms";
+  function text(v) { return ms ? fmtSig(v, 3) + " ms" : fmtPct(v); }
+  return rows.map(function (r) {
+    var after = isNum(r.after) && whole > 0 ? r.after / whole : null;
+    var said = text(r.before) + " \u2192 " + (isNum(r.after) ? text(r.after) : "\u2014") + " (" + r.how + ")";
+    return [r.label, whole > 0 ? r.before / whole : 0, after, r.how, said];
   });
-  if (library[1]) rows.push(["library ops (" + library[1] + " regions)", library[0], library[0], "unchanged"]);
-  if (other[1]) rows.push(["other regions (" + other[1] + ")", other[0], other[0], "unchanged"]);
-  if (total < 1) rows.push(["outside the ops (Python, launches)", 1 - total, 1 - total, "unchanged"]);
-  rows.push(["the whole forward", 1, t && t.after_ms.median > 0 ? t.after_ms.median / t.before_ms.median : null,
-    t ? "measured" : "not measured"]);
-  return rows;
 }
 
 function renderTimeChart() {
@@ -87,14 +71,13 @@ function renderTimeChart() {
     var y = T + i * row;
     svg.appendChild(s("text", {class: "plabel", x: L - 8, y: y + 17, "text-anchor": "end"},
       r[0].length > 46 ? "\u2026" + r[0].slice(-45) : r[0], s("title", null, r[0])));
-    svg.appendChild(s("rect", {class: "pbar library before", x: L, y: y + 3, width: Math.max(X(r[1]) - L, 1), height: 10,
-      "data-row": r[0]}));
+    svg.appendChild(s("rect", {class: "pbar library before", x: L, y: y + 3, width: Math.max(X(Math.max(r[1], 0)) - L, 1),
+      height: 10, "data-row": r[0]}));
     if (isNum(r[2])) {
-      svg.appendChild(s("rect", {class: "pbar own after", x: L, y: y + 14, width: Math.max(X(r[2]) - L, 1), height: 10,
+      svg.appendChild(s("rect", {class: "pbar own after", x: L, y: y + 14, width: Math.max(X(Math.max(r[2], 0)) - L, 1), height: 10,
         "data-row": r[0]}));
     }
-    svg.appendChild(s("text", {class: "pvalue", x: Math.max(X(r[1]), isNum(r[2]) ? X(r[2]) : 0) + 6, y: y + 17},
-      fmtPct(r[1]) + " \u2192 " + (isNum(r[2]) ? fmtPct(r[2]) : "\u2014") + " (" + r[3] + ")"));
+    svg.appendChild(s("text", {class: "pvalue", x: Math.max(X(r[1]), isNum(r[2]) ? X(r[2]) : 0) + 6, y: y + 17}, r[4]));
   });
 }
 
@@ -122,8 +105,8 @@ function renderModes() {
     PATCH.modes.map(function (m) { return m.said; }).join("; ") : "";
   var p = PATCH.prediction;
   document.getElementById("prediction").textContent = p ? "Eager " + p.measure + ": predicted " + fmtX(p.speedup) +
-    " (" + fmtX(p.low) + "\u2013" + fmtX(p.high) + ") from the verdicts over " + fmtPct(p.covered) + " of the forward; measured " +
-    fmtX(p.measured) + " (" + fmtX(p.measured_low) + "\u2013" + fmtX(p.measured_high) + "): " + agreementText(p.agreement) :
+    " (" + bound(p.low) + "\u2013" + bound(p.high) + ") from the verdicts over " + fmtPct(p.covered) + " of the forward; measured " +
+    fmtX(p.measured) + " (" + bound(p.measured_low) + "\u2013" + bound(p.measured_high) + "): " + agreementText(p.agreement) :
     "No prediction: no kernel of the patch took its regions in an eager forward measured as capture measured it.";
   document.getElementById("capture-times").textContent = PATCH.capture_times.length ? "Capture's original forward against the " +
     "check's: " + PATCH.capture_times.map(function (c) {
@@ -131,11 +114,9 @@ function renderModes() {
     }).join("; ") : "";
 }
 
+// As the terminal's table says it (optimize's own text), with how it ended
 function searchText(r) {
-  if (!r.searched) return "\u2014";
-  var parts = [r.iterations + " iterations", secs(r.elapsed_s) + " of " + secs(r.allotment_s)];
-  if (r.stop_reason) parts.push(r.stop_reason);
-  return parts.join("; ");
+  return r.searched ? OPT.said.search[r.name] || "\u2014" : "\u2014";
 }
 
 function patchText(r) {
@@ -165,6 +146,7 @@ function renderRegions() {
       cell(r.note || "", r.note, {class: "note region-note"})));
   });
   makeSortable(table);
+  document.getElementById("start-advice").textContent = OPT.start_advice || "";
 }
 
 renderHeader();
