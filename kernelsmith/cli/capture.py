@@ -167,8 +167,11 @@ def _kernels_table(done: Applied) -> Table:
         merged = e2e.merged.get(c.name) if e2e is not None else None
         taken = "-" if e2e is None or c.why or merged else f"{e2e.fired.get(c.name, 0):g}"
         status = shown(c.why) if c.why else ("applied" if done.took(c) else "[red]never took its region[/]")
+        inside = e2e.within.get(c.name) if e2e is not None and not e2e.fired.get(c.name) else None
         if merged and not c.why:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
+        elif inside and not c.why:
+            status = f"its regions lie inside {shown(inside)}'s larger ones: that kernel takes them"
         elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
             status += f" ({_others(done, e2e, c.name)})"
         first = next((m.mode for m in done.modes if m.checked), None)  # the table's mode: the first checked

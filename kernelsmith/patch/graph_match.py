@@ -14,6 +14,10 @@ them (the graph keeps the model's ops there). The eager path matches a symbolic 
 this compile (its hint) is the region's, and then specializes it (`specialize`): torch.compile guards
 on that value, so the graph is used only where the region's inputs are laid out as its task's, and
 another size compiles anew.
+
+Overlaps: where two kernels' regions hold the same ops (a GroupNorm + SiLU inside an add + GroupNorm +
+SiLU), the larger region's kernel takes them, whatever the order of the patch's kernels (`pick`), and the
+smaller is noted as served by it there; "larger" counts compute ops, views not counted.
 """
 
 from __future__ import annotations
@@ -225,3 +229,31 @@ def _holds(m: dict, region: RegionGraph, sealed: bool, symbols: list | None) -> 
             seen.add(node)
             todo.extend(node.users)
     return True
+
+
+def size(region: RegionGraph) -> int:
+    """The region's compute ops (views not counted): which of two overlapping regions is the larger."""
+    return sum(1 for n in region.gm.graph.nodes if n.op == "call_function" and not is_view(n))
+
+
+def candidates(graph: torch.fx.Graph, kops: list, symbols: list, elsewhere: list | None = None) -> list[tuple]:
+    """Every sealed occurrence of each kernel's region in the graph as (kop, region, match), the larger
+    regions first (the kernels' order among equals); each kop's `graph` is a RegionGraph already."""
+    ordered = sorted((k for k in kops if k.graph.ok), key=lambda k: -size(k.graph))
+    return [(k, k.graph, m) for k in ordered for m in find(graph, k.graph, True, symbols, elsewhere)]
+
+
+def pick(found: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
+    """The occurrences that are taken, from `candidates`' list: each one unless its ops overlap one taken
+    before it (a larger region's). Returns (those taken, {a kernel one of whose occurrences lay inside a
+    taken region of another kernel: that kernel}), so that the smaller kernel is said as served by it."""
+    taken, owner, within = [], {}, {}
+    for kop, region, m in found:
+        inside = {g for p, g in m.items() if p.op != "placeholder"}
+        over = next((owner[g] for g in inside if g in owner), None)
+        if over is None:
+            taken.append((kop, region, m))
+            owner |= dict.fromkeys(inside, kop.name)
+        elif over != kop.name:
+            within.setdefault(kop.name, over)
+    return taken, within

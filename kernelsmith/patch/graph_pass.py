@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch._guards import TracingContext, detect_fake_mode
 
-from .graph_match import RegionGraph, find, specialize
+from .graph_match import RegionGraph, candidates, find, pick, specialize
 from .inline import inline_calls
 from .kernel_op import KernelOp, compiled_mode
 
@@ -103,19 +103,21 @@ class Replacer:
         for kop in kops:
             if kop.graph is None:
                 kop.graph = RegionGraph(kop)
-            if not kop.graph.ok:
-                continue
-            matches = find(graph, kop.graph, sealed=not training, symbols=None if training else symbols)
-            if matches and training:
+        if training:
+            for kop in [k for k in kops if k.graph.ok and find(graph, k.graph, sealed=False)]:
                 self._said(kop)
-                continue
-            for m in matches:
-                replace(graph, kop, kop.graph, m, renamed)
-            if matches:
-                graph.eliminate_dead_code()  # the replaced regions' ops go before the next kernel looks
+            return
+        # every kernel's regions found before any is replaced: where two overlap, the larger takes them
+        matches, within = pick(candidates(graph, kops, symbols))
+        for kop, region, m in matches:
+            replace(graph, kop, region, m, renamed)
+        if within:  # the smaller kernel is said as served by the larger there (all of a patch's share one dispatch)
+            kops[0].dispatch.within |= within
+        if matches:
+            graph.eliminate_dead_code()  # the replaced regions' ops
         if symbols:
             specialize(symbols)
-        inlined = 0 if training else inline_calls(graph, kops)  # their own graphs, where they trace
+        inlined = inline_calls(graph, kops)  # their own graphs, where they trace
         if inlined:
             graph.eliminate_dead_code()
         if renamed or inlined:

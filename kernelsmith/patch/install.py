@@ -275,9 +275,10 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         except Unsubstitutable as exc:
             skipped[entry["name"]] = str(exc)
     merged = _merge(built, spec["kernels"])
-    dispatch = Substitution(
-        {name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}"
-    )
+    # the larger regions first: where two overlap, the dispatch mode's match of the larger begins first, as
+    # the traced forward and the compiled graph give it their ops (graph_match.pick)
+    larger = sorted(built.items(), key=lambda nk: -sum(s.deferred for s in nk[1].pattern.steps))
+    dispatch = Substitution({name: k for name, k in larger if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, dispatch)
     patch.merged, patch.skipped = merged, skipped
     patch.entries = entries = {e["name"]: e for e in spec["kernels"] if e["name"] in built}

@@ -72,6 +72,7 @@ class Substitution(TorchDispatchMode):
         self.open: list[Match] = []
         self.fired: list[Match] = []  # taken in this module call, kept to recompute an inner value read late
         self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
+        self.within: dict[str, str] = {}  # a kernel a region of which a larger kernel's region held and took -> it
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._plans: dict[str, list[tuple]] = {}  # output_plan of each kernel's pattern, made when first needed
         # A range around each region taken (the kernel, its outputs put in place, inner values computed
