@@ -248,11 +248,12 @@ def pick(found: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
     before it (a larger region's). Returns (those taken, {a kernel one of whose occurrences lay inside a
     taken region of another kernel: that kernel}), so that the smaller kernel is said as served by it."""
     taken, owner, within = [], {}, {}
-    for kop, region, m in found:
+    for occurrence in found:  # the same tuples: the eager rewrite leaves one out by its identity
+        kop, _, m = occurrence
         inside = {g for p, g in m.items() if p.op != "placeholder"}
         over = next((owner[g] for g in inside if g in owner), None)
         if over is None:
-            taken.append((kop, region, m))
+            taken.append(occurrence)
             owner |= dict.fromkeys(inside, kop.name)
         elif over != kop.name:
             within.setdefault(kop.name, over)
