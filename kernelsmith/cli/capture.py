@@ -49,12 +49,19 @@ def capture_cmd(
     forwards: int = typer.Option(
         5, "--forwards", min=1, help="profiled forwards to rank on (their median; the table gives the spread)"
     ),
+    shape: list[str] = typer.Option(
+        [],
+        "--shape",
+        help="NAME=VALUE[,NAME=VALUE]: a shape to capture at, the factory called with those keyword arguments; "
+        "repeat for several (the first is the main one, timed); each task holds every shape its region holds at",
+    ),
 ) -> None:
     """Run a model's forward, rank the regions a kernel would fuse by their share of its time (the
     median of several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
+    from kernelsmith.capture.entry import parse_shape
     from kernelsmith.capture.run import capture
 
-    done = capture(entry, out, device.value, top, min_share, forwards)
+    done = capture(entry, out, device.value, top, min_share, forwards, [parse_shape(s) for s in shape])
     wall, profiled = done.wall_ms, done.profiled_us
     assert wall is not None and profiled is not None
     table = Table(
@@ -88,9 +95,30 @@ def capture_cmd(
             "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
             "running statistics), as a served model runs"
         )
+    _say_shapes(done)
     written = counted(sum(1 for t in done.tasks if t.file), "task")
     console.print(
         f"{written} covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
+    )
+
+
+def _say_shapes(done) -> None:
+    """At several --shape: the shapes, and the tasks that hold fewer (once, with the first one's reason)."""
+    if len(done.shapes) < 2:
+        return
+    from kernelsmith.capture.entry import shape_text
+
+    tasks = [t for t in done.tasks if t.file]
+    fewer = [t for t in tasks if t.shapes_why]
+    said = f"shapes: {', '.join(shape_text(s) for s in done.shapes)} (the first timed); "
+    if not fewer:
+        console.print(said + "every task holds them all, and a kernel is judged at each")
+        return
+    first = fewer[0]
+    text, why = next(iter(first.shapes_why.items()))
+    console.print(
+        said + f"{counted(len(fewer), 'task')} of {len(tasks)} hold fewer ({shown(first.file or first.name)} not "
+        f"{text}: {shown(why)}; capture.json: shapes_why, for each)"
     )
 
 
