@@ -49,6 +49,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from . import graph_match
 from .aten_trace import Traced
 from .kernel_op import KernelOp, instance
+from .shapes import say_unjudged
 
 _PATCHED = "kernelsmith_patch"  # the namespace of kernel_op's operators
 _WRAPS = [0]  # wrapped forwards made in this process (each compiled function's file name)
@@ -202,7 +203,7 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
             kop.graph = graph_match.RegionGraph(kop)
         if kop.graph.why is not None and all(not r.startswith(f"{kop.name}: ") for r in refused):
             refused.append(f"{kop.name}: {kop.graph.why}")
-    found = graph_match.candidates(traced.aten.graph, kops, symbols, elsewhere)
+    found = graph_match.candidates(traced.aten.graph, kops, symbols, elsewhere, missed := {})
     for kop, region in [(k, k.graph) for k in kops if not any(f is k for f, _, _ in found)]:
         if region is not None and region.ok and graph_match.find(traced.aten.graph, region, False, []):
             refused.append(f"{kop.name}: the forward reads a value the region makes but does not return")
@@ -221,6 +222,8 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
                 rejected.add(id(matches[exc.index]))
     if within:  # served by the larger region's kernel there (graph_match.pick); the kernels share one dispatch
         kops[0].dispatch.within |= within
+    if missed:  # at a shape no kernel of the region was judged at: the model's ops, said once (shapes.py)
+        say_unjudged(kops[0].dispatch, missed)
     graph_match.specialize((symbols if matches else []) + elsewhere)
     counts: dict[str, int] = {}
     for kop, _, _ in matches:
