@@ -73,8 +73,8 @@ def _prefill(widths: dict, dtype: torch.dtype, device: str, tokens: int):
     return model, dict(input_ids=ids, use_cache=False, logits_to_keep=1)
 
 
-def decode_step(device: str | None = None):
-    return _decode(LLAMA3_8B_WIDTHS, torch.bfloat16, _device(device), batch=1, cached=1024)
+def decode_step(device: str | None = None, batch: int = 1, cached: int = 1024):
+    return _decode(LLAMA3_8B_WIDTHS, torch.bfloat16, _device(device), batch=batch, cached=cached)
 
 
 def decode_step_b32(device: str | None = None):

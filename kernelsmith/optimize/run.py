@@ -106,7 +106,7 @@ def _captured(wd: WorkDir, state: State, opts: OptimizeOptions, say: Say) -> dic
     for stale in (partial, wd.capture):
         shutil.rmtree(stale, ignore_errors=True)
     t0 = time.monotonic()
-    done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards)
+    done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards, opts.shapes)
     os.replace(partial, wd.capture)
     state.captured, state.capture_s = True, time.monotonic() - t0
     wd.save(state)
