@@ -72,7 +72,7 @@ def batches(tmp_path_factory) -> tuple[Path, dict]:
 def _patched(batches, tmp_path: Path):
     out, manifest = batches
     tasks = {t["name"]: t for t in manifest["tasks"]}
-    kept = [
+    kept: list[tuple[Chosen, str | None, dict]] = [
         (Chosen("runs/x", n, tasks[n]["share"], tasks[n]["calls"], 2.0, 1), code, tasks[n])
         for n, code in KERNELS.items()
     ]
