@@ -17,6 +17,7 @@ from kernelsmith.errors import TaskError, UserError
 from kernelsmith.task import Task, read_source
 
 SIZES_NAME = "CPU_SIZES"
+SHAPES_NAME = "SHAPES"  # the other shapes a task is judged at (capture's --shape: docs/capture.md)
 
 
 def _assigned_name(stmt: cst.BaseSmallStatement) -> str | None:
@@ -76,7 +77,9 @@ def read_cpu_sizes(source: str) -> dict[str, int] | None:
 
 
 def shrink(source: str) -> str:
-    """`source` with each module-level `NAME = <int>` named in its CPU_SIZES set to the small value.
+    """`source` with each module-level `NAME = <int>` named in its CPU_SIZES set to the small value, and
+    its SHAPES (the other shapes it is judged at: `read_shapes`) less the names --small cut (at --small
+    they are the CPU size at every shape).
 
     A source without CPU_SIZES comes back unchanged; a CPU_SIZES key that is not a module-level
     int assignment is a ValueError naming it.
@@ -85,11 +88,28 @@ def shrink(source: str) -> str:
     if not sizes:
         return source
     module = cst.parse_module(source)
+    real = {n: _int_value(a[2].value) for n, a in _module_assignments(module).items()}
+    cut = resize(source, sizes, SIZES_NAME)
+    shapes = read_shapes(source)
+    if not shapes:
+        return cut
+    kept: list[dict[str, int]] = []
+    for shape in shapes:  # a shape that is the main one at --small goes (a kernel is judged there already)
+        left = {n: v for n, v in shape.items() if sizes.get(n, real.get(n)) == real.get(n)}
+        if any(sizes.get(n, real.get(n)) != v for n, v in left.items()) and left not in kept:
+            kept.append(left)
+    return _set_shapes(cut, kept)
+
+
+def resize(source: str, sizes: dict[str, int], what: str = SHAPES_NAME) -> str:
+    """`source` with each module-level `NAME = <int>` named in `sizes` set to its value there; a name that is
+    not a module-level int assignment is a ValueError naming it (`what`: where the names come from)."""
+    module = cst.parse_module(source)
     assignments = _module_assignments(module)
     bad = [name for name in sizes if name not in assignments or _int_value(assignments[name][2].value) is None]
     if bad:
         raise ValueError(
-            f"{SIZES_NAME} names {', '.join(map(repr, bad))}, which "
+            f"{what} names {', '.join(map(repr, bad))}, which "
             f"{'is' if len(bad) == 1 else 'are'} not a module-level int assignment"
         )
     body = list(module.body)
@@ -102,6 +122,38 @@ def shrink(source: str) -> str:
         stmts = list(line.body)
         stmts[j] = stmts[j].with_changes(value=value)
         body[i] = line.with_changes(body=stmts)
+    return module.with_changes(body=body).code
+
+
+def read_shapes(source: str) -> list[dict[str, int]]:
+    """The file's SHAPES (read without running it): the values of its named sizes at each shape it is judged
+    at beside the one it is written at (capture's `--shape`); [] when it has none."""
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id == SHAPES_NAME:
+            try:
+                shapes = ast.literal_eval(node.value)  # pyright: ignore[reportAttributeAccessIssue]
+            except ValueError:
+                shapes = None
+            ok = isinstance(shapes, list) and all(
+                isinstance(s, dict) and all(isinstance(k, str) and type(v) is int for k, v in s.items()) for s in shapes
+            )
+            if not ok:
+                raise ValueError(f"{SHAPES_NAME} must be a literal list of dicts of names to ints")
+            return shapes  # pyright: ignore[reportReturnType]
+    return []
+
+
+def _set_shapes(source: str, shapes: list[dict[str, int]]) -> str:
+    """`source` with its SHAPES assignment's value `shapes`."""
+    module = cst.parse_module(source)
+    i, j, stmt = _module_assignments(module)[SHAPES_NAME]
+    body = list(module.body)
+    line = body[i]
+    assert isinstance(line, cst.SimpleStatementLine)
+    stmts = list(line.body)
+    stmts[j] = stmt.with_changes(value=cst.parse_expression(repr(shapes)))
+    body[i] = line.with_changes(body=stmts)
     return module.with_changes(body=body).code
 
 

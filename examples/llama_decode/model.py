@@ -73,8 +73,8 @@ def _prefill(widths: dict, dtype: torch.dtype, device: str, tokens: int):
     return model, dict(input_ids=ids, use_cache=False, logits_to_keep=1)
 
 
-def decode_step(device: str | None = None):
-    return _decode(LLAMA3_8B_WIDTHS, torch.bfloat16, _device(device), batch=1, cached=1024)
+def decode_step(device: str | None = None, batch: int = 1, cached: int = 1024):
+    return _decode(LLAMA3_8B_WIDTHS, torch.bfloat16, _device(device), batch=batch, cached=cached)
 
 
 def decode_step_b32(device: str | None = None):
@@ -85,8 +85,10 @@ def prefill(device: str | None = None):
     return _prefill(LLAMA3_8B_WIDTHS, torch.bfloat16, _device(device), tokens=2048)
 
 
-def tiny_decode_step(device: str | None = None):
-    return _decode(TINY_WIDTHS, torch.float32, _device(device or "cpu"), batch=2, cached=16)
+def tiny_decode_step(device: str | None = None, batch: int = 2, cached: int = 16):
+    """`batch` and `cached` are the shapes a server varies: `kernelsmith capture ... --shape batch=1 --shape
+    batch=4` captures the step at both, and its tasks hold both (docs/capture.md, "Shapes a server sees")."""
+    return _decode(TINY_WIDTHS, torch.float32, _device(device or "cpu"), batch=batch, cached=cached)
 
 
 def tiny_prefill(device: str | None = None):

@@ -138,12 +138,13 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, {args}):
-        q = {q}.view({b}, {s}, -1, {d}).transpose(1, 2)
-        k = {k}.view({b}, {s}, -1, {d}).transpose(1, 2)
         cos, sin, past = {cos}, {sin}, {past}
+        b, s, d = cos.shape  # the sizes of the call: a task captured at several shapes is judged at each
+        q = {q}.view(b, s, -1, d).transpose(1, 2)
+        k = {k}.view(b, s, -1, d).transpose(1, 2)
         q_out = torch.empty_like(q)
         _rope(q, cos, sin, q_out)
-        keys = torch.empty(past.shape[0], past.shape[1], past.shape[2] + {s}, {d}, dtype=past.dtype, device=past.device)
+        keys = torch.empty(past.shape[0], past.shape[1], past.shape[2] + s, d, dtype=past.dtype, device=past.device)
         keys[:, :, : past.shape[2]].copy_(past)
         _rope(k, cos, sin, keys[:, :, past.shape[2]:])
         return {outputs}
@@ -167,15 +168,17 @@ def _run(task):
     return model, inputs, list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _returns(outs: list[torch.Tensor], named: dict[str, torch.Tensor]) -> str:
-    """The task's outputs, each as one of the kernel's tensors (by value) in the task's shape."""
+def _returns(outs: list[torch.Tensor], named: dict[str, torch.Tensor], inputs: list[torch.Tensor]) -> str:
+    """The task's outputs, each as one of the kernel's tensors (by value) in the task's shape: as it is, or
+    viewed as the input of that shape, so that the seed holds at every shape of its task (SHAPES)."""
     parts = []
     for o in outs:
         name = next(
             n for n, t in named.items()
             if t.numel() == o.numel() and torch.allclose(t.reshape(o.shape).float(), o.float(), atol=1e-2, rtol=1e-2)
         )
-        parts.append(f"{name}.view({list(o.shape)})")
+        like = next((f"x{k}.shape" for k, x in enumerate(inputs) if x.shape == o.shape), None)
+        parts.append(name if named[name].shape == o.shape else f"{name}.view({like or list(o.shape)})")
     return ", ".join(parts)
 
 
@@ -200,14 +203,14 @@ def norm_seed(source: str, task) -> str:
         hidden=hidden,
         eps=eps,
         block=min(1024, triton_next_pow2(hidden)),
-        outputs=_returns(outs, named),
+        outputs=_returns(outs, named, inputs),
     )
 
 
 def silu_mul_seed(source: str, task) -> str:
     _, inputs, outs = _run(task)
     a, b = inputs[0].float(), inputs[1].float()
-    return KERNELS + SILU_MUL.format(outputs=_returns(outs, {"y": (a * torch.sigmoid(a) * b)}))
+    return KERNELS + SILU_MUL.format(outputs=_returns(outs, {"y": (a * torch.sigmoid(a) * b)}, inputs))
 
 
 def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -236,14 +239,14 @@ def rope_seed(source: str, task) -> str | None:
                 "keys": torch.cat([f(inputs[cache[0]]), _rotated(k, f(inputs[ci]), f(inputs[si]))], dim=-2),
             }
             try:
-                outputs = _returns(outs, named)
+                outputs = _returns(outs, named, inputs)
             except StopIteration:
                 continue
             x = lambda i: f"x{i}"
             return KERNELS + ROPE.format(
                 args=", ".join(x(i) for i in range(len(inputs))),
                 q=x(qi), k=x(ki), cos=x(ci), sin=x(si), past=x(cache[0]),
-                b=b, s=s, d=d, block=triton_next_pow2(d // 2), outputs=outputs,
+                block=triton_next_pow2(d // 2), outputs=outputs,
             )
     return None
 

@@ -44,6 +44,8 @@ class E2E:
     yardstick: str | None = None  # the higher-precision run's dtype (None: none ran; outputs_said says why)
     fired: dict[str, float] = field(default_factory=dict)  # kernel -> regions taken per forward
     merged: dict[str, str] = field(default_factory=dict)  # kernel -> the kernel that takes its regions
+    # kernel -> a kernel whose larger region held one of its regions and took it (the patch's `within`)
+    within: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # kernel -> why it takes no region in this mode
     unserved: dict[str, str] = field(default_factory=dict)  # of those, a kernel that does not serve this mode -> why
     timings: list[Timing] = field(default_factory=list)
@@ -192,6 +194,7 @@ def check(
             mode=mode,
         )
         result.fired, result.merged, result.skipped, result.unserved = fired, dict(patch.merged), skipped, unserved
+        result.within = dict(patch.dispatch.within)
         result.outputs_rule, result.outputs_said, result.own_error = outputs.rule, outputs.said, outputs.own_error
         result.yardstick = yard.dtype
         result.graph_breaks, result.break_reasons = breaks

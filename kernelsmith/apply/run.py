@@ -141,7 +141,7 @@ def _apply(run_dirs: list[Path], capture_dir: Path, out: Path, opts: ApplyOption
         if device == "cpu":  # Triton kernels run on the CPU in its interpreter, as the sandboxes run them
             os.environ["TRITON_INTERPRET"] = "1"
         timers = current_timers()  # before any kernel module is imported
-        entry = call_entry(manifest["entry"], device)
+        entry = call_entry(manifest["entry"], device, (manifest.get("shapes") or [None])[0])  # its main shape
         yard = yardstick.measure(entry.model, trials(entry), device)  # before the patch is on the model
         parts = {c.name: Part(c.share, c.calls, c.speedup or 1.0, c.noise) for c in applied.kernels if c.why is None}
         measure = manifest.get("measure")

@@ -102,8 +102,10 @@ class _Seen:
 
 
 def took(c: Chosen, e: E2E) -> bool:
-    """The kernel (or the one its regions merged into) took its regions in the checked forwards."""
-    return e.fired.get(e.merged.get(c.name, c.name), 0) > 0
+    """The kernel (or the one its regions merged into) took its regions in the checked forwards, or a kernel
+    whose larger region held them took them (graph_match.pick: the larger cover wins)."""
+    keeper = e.merged.get(c.name, c.name)
+    return e.fired.get(keeper, 0) > 0 or e.fired.get(e.within.get(keeper, ""), 0) > 0
 
 
 def broken(e: E2E, kernels: list[Chosen]) -> str | None:

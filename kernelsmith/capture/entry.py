@@ -1,10 +1,12 @@
 """ENTRY (`package.module:factory` or `path/to/file.py:factory`): the user's factory, loaded and called.
 A module ENTRY imports as under `python -m`: the current folder is on the import path.
 
-The factory returns `(model, inputs)`: inputs is a tuple or list of positional arguments, a dict of
-keyword arguments, or one tensor. A factory that takes a `device` parameter is called with capture's
---device; one that does not is called with no arguments and its model and tensors are moved there, those that objects
-in the inputs hold too (a transformers KV cache: to_device, below).
+The factory returns `(model, inputs)`; capture's `--shape NAME=VALUE` calls it with those keyword
+arguments (one call a shape: docs/capture.md, "Shapes a server sees"). Inputs is a tuple or list of
+positional arguments, a dict of keyword arguments, or one tensor. A factory that takes a `device`
+parameter is called with capture's --device; one that does not is called with no arguments and its model
+and tensors are moved there, those that objects in the inputs hold too (a transformers KV cache:
+to_device, below).
 The model runs in eval() mode (dropout off, BatchNorm on its running statistics): what a served
 model runs. `Entry.was_training` says when that switched a module out of training mode.
 """
@@ -171,17 +173,49 @@ def forward_failed(entry: Entry, exc: Exception) -> str:
     return said
 
 
-def call_entry(spec: str, device: str) -> Entry:
-    """Call ENTRY's factory for `device` and check what it returned."""
+def parse_shape(text: str) -> dict[str, int]:
+    """`--shape batch=4,cached=32` as the factory's keyword arguments; a UserError says what is wrong."""
+    sizes: dict[str, int] = {}
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        name, eq, value = part.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise UserError(f"--shape {text!r}: each part is NAME=VALUE (a parameter of the factory), not {part!r}")
+        try:
+            sizes[name.strip()] = int(value)
+        except ValueError:
+            raise UserError(f"--shape {text!r}: {name.strip()}={value!r} is not an integer") from None
+    if not sizes:
+        raise UserError(f"--shape {text!r} names no NAME=VALUE")
+    return sizes
+
+
+def shape_text(sizes: dict[str, int]) -> str:
+    """A shape as `--shape` names it: batch=4,cached=32."""
+    return ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def call_entry(spec: str, device: str, sizes: dict[str, int] | None = None) -> Entry:
+    """Call ENTRY's factory for `device` (and with the keyword arguments `sizes`: a `--shape`), and check what
+    it returned."""
     factory = load_factory(spec)
     try:
-        takes_device = "device" in inspect.signature(factory).parameters
+        params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        takes_device = False
+        params = {}
+    takes_device = "device" in params
+    taken = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in sizes or {} if k not in params and not taken]
+    if unknown:
+        listed = ", ".join(params) or "none"
+        raise UserError(
+            f"ENTRY {spec}: --shape {shape_text(sizes or {})} names {', '.join(unknown)}, not a parameter of the "
+            f"factory (its parameters: {listed})"
+        )
     try:
-        made = factory(device=device) if takes_device else factory()
+        made = factory(**(sizes or {}), **({"device": device} if takes_device else {}))
     except Exception as exc:
-        raise UserError(f"ENTRY {spec}: the factory raised {type(exc).__name__}{raised_at(exc)}: {exc}") from None
+        at = f" at --shape {shape_text(sizes)}" if sizes else ""
+        raise UserError(f"ENTRY {spec}: the factory raised {type(exc).__name__}{raised_at(exc)}{at}: {exc}") from None
     if not (isinstance(made, (tuple, list)) and len(made) == 2):
         raise UserError(f"ENTRY {spec}: the factory must return (model, inputs), not {type(made).__name__}")
     model, inputs = made

@@ -7,13 +7,17 @@ and its activation) merge when one feeds the other and the library ops between t
 the first (SiLU and the mul after the up projection). A region borrows the views that make its inputs
 (the weight's `t`, a `view` of an activation), so its inputs are real tensors; regions of views and
 tensor creation alone are dropped.
+
+At several shapes (capture's `--shape`), each region of the main forward is found in the forward at each
+other shape by where it runs and its ops (`align`): `Elsewhere` holds its tensors' shapes and its ops' int
+arguments there, which name the extents that differ (sizes.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kernelsmith.capture.tape import Tape
+from kernelsmith.capture.tape import Ref, Tape
 from kernelsmith.patch.pattern import GLUE
 
 # One list: aten op names (overload packets) that a library kernel serves; a user may hand each one
@@ -202,3 +206,96 @@ def find_regions(tape: Tape) -> list[Region]:
         compute = [i for i in ops if lib or not is_glue(tape, i)]  # views at its edges say nothing of where
         regions.append(Region(ops, replay, list(inputs.items()), outputs, written, common_call(tape, compute), lib))
     return regions
+
+
+def int_leaves(args: tuple, kwargs: dict) -> list[int]:
+    """An op's int arguments (not bools), in the order a task writes them (write_task._render_arg)."""
+    found: list[int] = []
+
+    def walk(x) -> None:
+        if isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, int) and not isinstance(x, bool):
+            found.append(x)
+
+    walk(args)
+    walk(list(kwargs.values()))
+    return found
+
+
+@dataclass
+class Elsewhere:
+    """A region of the main forward at the other shapes where it was found: per shape, each of its tensors'
+    shape there (by the main tape's tid) and each op's int arguments there (by the main tape's op index)."""
+
+    at: list[int] = field(default_factory=list)  # the other shapes it was found at (their index in --shape less 1)
+    shapes: list[dict[int, tuple[int, ...]]] = field(default_factory=list)
+    ints: list[dict[int, list[int]]] = field(default_factory=list)
+    regions: list[tuple[Tape, Region]] = field(default_factory=list)  # the region there, to check its task on
+    why: dict[int, str] = field(default_factory=dict)  # another shape it was not found at -> why
+
+    def drop(self, whys: dict[int, str]) -> None:
+        """Leaves out the shapes of `whys` (by their place in `at`), each with why."""
+        self.why |= {self.at[m]: why for m, why in whys.items()}
+        keep = [m for m in range(len(self.at)) if m not in whys]
+        self.at, self.shapes = [self.at[m] for m in keep], [self.shapes[m] for m in keep]
+        self.ints, self.regions = [self.ints[m] for m in keep], [self.regions[m] for m in keep]
+
+    def key(self, main: int, tid: int, d: int) -> tuple[int, ...]:
+        """Dimension `d` of tensor `tid` (of size `main` here) at every shape, the main one first."""
+        return (main, *(s[tid][d] for s in self.shapes))
+
+
+def _signature(tape: Tape, region: Region) -> tuple:
+    path = tape.calls[region.call].path if region.call is not None else ""
+    return path, tuple(str(tape.ops[i].func) for i in region.replay)
+
+
+def align(tape: Tape, regions: list[Region], others: list[tuple[Tape, list[Region]]]) -> list[Elsewhere]:
+    """Each region of `regions` (the main tape's) at each other shape: the region of the same module path and
+    ops there, in the order they ran (the k-th such region of the main forward is the k-th there)."""
+    found = [Elsewhere() for _ in regions]
+    for j, (there, theirs) in enumerate(others):
+        queue: dict[tuple, list[Region]] = {}
+        for r in theirs:
+            queue.setdefault(_signature(there, r), []).append(r)
+        for region, elsewhere in zip(regions, found):
+            same = queue.get(_signature(tape, region))
+            other = same.pop(0) if same else None
+            why = "its ops do not run there" if other is None else _mapped(tape, region, there, other, elsewhere)
+            if why is not None:
+                elsewhere.why[j] = why
+            else:
+                elsewhere.at.append(j)
+                elsewhere.regions.append((there, other))  # pyright: ignore[reportArgumentType]
+    return found
+
+
+def _mapped(tape: Tape, region: Region, there: Tape, other: Region, elsewhere: Elsewhere) -> str | None:
+    """Notes the region's sizes at the other shape in `elsewhere` (None), or says why they do not line up."""
+    pairs = [(a, b) for (a, _), (b, _) in zip(region.inputs, other.inputs)]
+    ints: dict[int, list[int]] = {}
+    for i, k in zip(region.replay, other.replay):
+        mine, theirs = tape.ops[i], there.ops[k]
+        leaves = lambda out: [r.tid for r in _refs(out)]
+        pairs += list(zip(leaves(mine.out), leaves(theirs.out)))
+        ints[i] = int_leaves(theirs.args, theirs.kwargs)
+        if len(ints[i]) != len(int_leaves(mine.args, mine.kwargs)) or len(leaves(mine.out)) != len(leaves(theirs.out)):
+            return f"its op {mine.name} takes other arguments there"
+    if len(region.inputs) != len(other.inputs):
+        return "it reads other tensors there"
+    shapes = {a: there.meta[b].shape for a, b in pairs}
+    if any(len(shapes[a]) != len(tape.meta[a].shape) for a in shapes):
+        return "its tensors have other ranks there"
+    elsewhere.shapes.append(shapes)
+    elsewhere.ints.append(ints)
+    return None
+
+
+def _refs(out) -> list[Ref]:
+    if isinstance(out, Ref):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [r for x in out for r in _refs(x)]
+    return []

@@ -3,6 +3,10 @@
 DIR gets one task file per distinct region, named by the region (`llamarmsnorm.py`, ...), and
 `capture.json`: the ranked list of every region with its share of the forward's time and whether (or
 why not) it was written. Names and task files hold nothing measured: a re-capture keeps them.
+
+At several shapes (`shapes`: `--shape`), the main shape's model runs one forward at each other shape's
+inputs too, and each task holds the shapes its region was found and checked at (regions.align, sizes.py,
+validate.check_shapes); the times are the main shape's.
 """
 
 from __future__ import annotations
@@ -16,14 +20,14 @@ import torch
 
 from kernelsmith.capture import FORWARDS
 from kernelsmith.capture.data_dependent import data_dependent, region_note
-from kernelsmith.capture.entry import call_entry, forward_failed
+from kernelsmith.capture.entry import call_entry, forward_failed, shape_text
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
-from kernelsmith.capture.regions import Region, common_call, find_regions
+from kernelsmith.capture.regions import Elsewhere, Region, align, common_call, find_regions
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key, unique_names
-from kernelsmith.capture.validate import check_small, check_task
+from kernelsmith.capture.validate import check_shapes, check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
@@ -55,6 +59,8 @@ class CapturedTask:
     data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
     data_dependent_why: str | None = None  # where that count comes from, in one line
     library: bool = False  # a library op (GEMM, attention, convolution, embedding: LIBRARY_OPS)
+    shapes: list[str] = field(default_factory=list)  # the --shape values its task holds (the main first)
+    shapes_why: dict[str, str] = field(default_factory=dict)  # a --shape value it does not hold -> why
 
 
 @dataclass
@@ -70,6 +76,8 @@ class Capture:
     profiled_us: Spread | None = None  # the forward's profiled time over them (OpTimes.forward_us): median, low, high
     wall_ms: Spread | None = None  # the forward's own time without the profiler (wall, per forward)
     switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
+    # --shape: the factory's keyword arguments at each shape captured, the main (timed) first
+    shapes: list[dict[str, int]] = field(default_factory=list)
 
 
 def _owned(out: Path) -> set[str]:
@@ -133,13 +141,50 @@ def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
         rendered.notes.append("no CPU_SIZES (--small): every large extent is a parameter's, so none shrinks")
 
 
-def _grouped(tape: Tape) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
-    """The regions, rendered, grouped by their rendering less its values (the same layer in every
-    block is one task); a region that cannot be rendered is a group of its own, with the reason."""
+def _checked(entry: str, tape: Tape, group: list, rendered: Rendered, device: str) -> tuple[str, str | None]:
+    """The task's source, its CPU sizes and its other shapes checked, and why it is not written (None: it is)."""
+    region = group[0][0]
+    _check_cpu_sizes(tape, region, rendered)
+    _check_shapes(region, rendered, device)
+    identity = region_key(rendered.shape_key, [module_path(tape, r) for r, _, _ in group])
+    source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
+    return source, check_task(source, tape, region, rendered, device)
+
+
+def _check_shapes(region: Region, rendered: Rendered, device: str) -> None:
+    """The task checked at each other shape it names on that shape's recorded values (validate.py); a shape
+    it does not hold at leaves its SHAPES, with the reason in `rendered.elsewhere.why`."""
+    where, plan = rendered.elsewhere, rendered.sizes
+    if where is None or plan is None or not where.at:
+        return
+    dropped = check_shapes(rendered.body, region, rendered, device)
+    if dropped:
+        keep = [m for m in range(len(where.at)) if m not in dropped]
+        rendered.body = rendered.body.replace(plan.shapes_block(), plan.shapes_block(keep))
+        rendered.shape_key = rendered.shape_key.replace(plan.shapes_block(), plan.shapes_block(keep))
+        where.drop(dropped)
+
+
+def _held(rendered: Rendered | None, shapes: list[dict[str, int]]) -> tuple[list[str], dict[str, str]]:
+    """The --shape values a written task holds (the main first), and why not each other one."""
+    if rendered is None or len(shapes) < 2:
+        return [], {}
+    texts = [shape_text(s) for s in shapes]
+    where = rendered.elsewhere or Elsewhere()
+    held = [texts[0]] + [texts[j + 1] for j in where.at]
+    return held, {texts[j + 1]: where.why.get(j, "not found") for j in range(len(texts) - 1) if j not in where.at}
+
+
+def _grouped(tape: Tape, others: list[Tape]) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
+    """The regions, rendered (at the shapes of `others` too, where they are found), grouped by their
+    rendering less its values (the same layer in every block is one task); a region that cannot be
+    rendered is a group of its own, with the reason."""
     groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
-    for k, region in enumerate(find_regions(tape)):
+    regions = find_regions(tape)
+    found = align(tape, regions, [(t, find_regions(t)) for t in others]) if others else [None] * len(regions)
+    for k, (region, elsewhere) in enumerate(zip(regions, found)):
         try:
-            rendered = render(tape, region)
+            rendered = render(tape, region, elsewhere)
             groups.setdefault(rendered.shape_key, []).append((region, rendered, None))
         except RenderError as exc:
             groups.setdefault(f"unrenderable {k}", []).append((region, None, str(exc)))
@@ -160,9 +205,12 @@ def _data_dependent(tape: Tape, groups: dict[str, list[tuple[Region, Rendered | 
     return out
 
 
-def _forward(entry: str, device: str):
-    """ENTRY's model and a maker of fresh copies of its inputs, after one warm-up forward."""
-    made = call_entry(entry, device)
+def _forward(entry: str, device: str, sizes: dict[str, int] | None = None, model: torch.nn.Module | None = None):
+    """ENTRY's model and a maker of fresh copies of its inputs (at the --shape `sizes`), after one warm-up
+    forward; with `model`, that model runs on them (the one at the main shape: the factory's is dropped)."""
+    made = call_entry(entry, device, sizes)
+    if model is not None:
+        made.model = model
     try:
         fresh = lambda: copy.deepcopy((made.args, made.kwargs))
         fresh()
@@ -175,7 +223,8 @@ def _forward(entry: str, device: str):
             args, kwargs = fresh()
             made.model(*args, **kwargs)  # warm-up: lazy inits and caches happen outside the record
         except Exception as exc:
-            raise UserError(forward_failed(made, exc)) from None
+            at = f" (--shape {shape_text(sizes)})" if sizes else ""
+            raise UserError(forward_failed(made, exc) + at) from None
     return made, fresh
 
 
@@ -186,6 +235,7 @@ def capture(
     top: int | None = None,
     min_share: float = 0.0,
     forwards: int = FORWARDS,
+    shapes: list[dict[str, int]] | None = None,
 ) -> Capture:
     """Run a model's forward, rank where its time goes, and write its regions as tasks at their real shapes.
 
@@ -196,6 +246,8 @@ def capture(
         device: "cpu" or "cuda" (where the model runs, and what its times are: CPU or device time).
         top: write the N heaviest regions only (the rest are listed); min_share: and none below this share.
         forwards: profiled forwards the regions are ranked on (each op's least time over them).
+        shapes: the factory's keyword arguments at each shape to capture at (`--shape`), the main first
+            (its forward is the one timed); each task holds the shapes its region holds at.
 
     Returns the Capture (what capture.json holds). Raises UserError (one line) for what a user can fix: a
     bad ENTRY, a forward that raises, an output folder of other files. The model runs in eval mode under
@@ -204,11 +256,13 @@ def capture(
         raise UserError(NO_CUDA_GPU)
     out = Path(out_dir)
     check_out(out, MANIFEST, _owned(out), "capture", SEEDS)  # refused before the work; made or emptied after
-    made, fresh = _forward(entry, device)
+    shapes = list(shapes or [])
+    made, fresh = _forward(entry, device, shapes[0] if shapes else None)
+    others = [_forward(entry, device, sizes, made.model)[1] for sizes in shapes[1:]]
     wall = wall_times_ms(made.model, fresh, device, forwards)
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
-    groups = _grouped(tape)
+    groups = _grouped(tape, [record(made.model, *f()) for f in others])
     varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed, whole = _timed_groups(groups, samples)
@@ -216,23 +270,23 @@ def capture(
     sources: dict[str, str] = {}
     for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
         group = groups[key]
-        region, rendered, why = group[0]
+        _, rendered, why = group[0]
         spent, share = timed[key]
         paths = [module_path(tape, r) for r, _, _ in group]
-        identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         file = None
         if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
             why = f"beyond --top {top}"
         elif why is None and share.median < min_share:
             why = f"below --min-share {min_share:g}"
         elif why is None and rendered is not None:
-            _check_cpu_sizes(tape, region, rendered)
-            source = header(entry, tape, [r for r, _, _ in group], identity, rendered) + rendered.body
-            why = check_task(source, tape, region, rendered, device)
+            source, why = _checked(entry, tape, group, rendered, device)
             if why is None:
                 file = f"{names[key]}.py"
                 sources[file] = source
-        tasks.append(_task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key)))
+        identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
+        task = _task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key))
+        task.shapes, task.shapes_why = _held(rendered, shapes) if file else ([], {})
+        tasks.append(task)
     profiled = Spread.of([s.forward_us or s.total_us for s in samples])  # what apply measures too
     result = Capture(
         entry=entry,
@@ -247,6 +301,7 @@ def capture(
         profiled_us=profiled,
         wall_ms=wall,
         switched_to_eval=made.was_training,
+        shapes=shapes,
     )
     if not sources:
         raise UserError(_nothing_written(tasks, min_share))

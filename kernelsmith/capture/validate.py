@@ -3,11 +3,14 @@ the replay faithful before the task is written; a task that is not is left out, 
 Run on the values it draws itself, its reference must give no NaN or inf that the model's outputs do
 not hold: a reference that does is no test of a candidate (its NaNs would be copied through and the
 rest never checked), so the task is an error of capture's, said then, not a verdict later. At its CPU
-sizes (sizes.py) the task must run the same ops, every output of the planned shape (check_small)."""
+sizes (sizes.py) the task must run the same ops, every output of the planned shape (check_small). At each
+other shape it names (SHAPES), with its sizes set there, it must reproduce the region on that shape's
+recorded values (check_shapes)."""
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -20,7 +23,7 @@ from kernelsmith.capture.tape import Ref, Tape
 from kernelsmith.capture.write_task import Rendered
 from kernelsmith.evaluate.runtime import build_model, make_inputs
 from kernelsmith.task import load_module
-from kernelsmith.task_sizes import shrink
+from kernelsmith.task_sizes import resize, shrink
 
 # Replaying the same aten ops on the same values is exact on the CPU; a GPU may pick another kernel.
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-9, torch.float16: 1e-3, torch.bfloat16: 1e-2}
@@ -134,3 +137,22 @@ def check_small(body: str, tape: Tape, region: Region, plan: SizePlan) -> str | 
     if any(sum(_bad_values(o)) for o in outs if isinstance(o, torch.Tensor)):
         return "at CPU sizes the reference is not finite"
     return None
+
+
+def check_shapes(body: str, region: Region, rendered: Rendered, device: str) -> dict[int, str]:
+    """Why the task does not hold at each other shape it names (by its place in `rendered.elsewhere.at`):
+    its sizes set to that shape's, check_task on that shape's recorded region. {} where it holds at all."""
+    where, plan = rendered.elsewhere, rendered.sizes
+    if where is None or plan is None:
+        return {}
+    place = {tid: k for k, (tid, _) in enumerate(region.inputs)}
+    dropped: dict[int, str] = {}
+    for m, (there, other) in enumerate(where.regions):
+        theirs = [other.inputs[place[tid]] for tid, _ in rendered.inputs]
+        at = replace(
+            rendered, inputs=theirs, params={a: other.inputs[place[t]] for a, (t, _) in rendered.params.items()}
+        )
+        why = check_task(resize(body, {n: v[m] for n, v in plan.varying.items()}), there, other, at, device)
+        if why is not None:
+            dropped[m] = why
+    return dropped

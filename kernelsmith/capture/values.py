@@ -112,6 +112,11 @@ def _float_expr(t: torch.Tensor, what: str, kind: str, shape: str) -> tuple[str,
     return made, f"random: the recorded mean {float(mean):.3g}, spread {float(std):.3g}, range {lo:.3g}..{hi:.3g}", None
 
 
+def _one_value(t: torch.Tensor) -> bool:
+    """An integer tensor that holds one value (a decode step's positions): made with torch.full at any shape."""
+    return t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())
+
+
 def literal(t: torch.Tensor) -> bool:
     """Whether `t` is written out value by value (its shape cannot change: CPU sizes keep it)."""
     if t.numel() > SMALL:
@@ -120,7 +125,7 @@ def literal(t: torch.Tensor) -> bool:
         return True
     if t.is_floating_point():
         return t.numel() > 0 and not bool(torch.isfinite(t.detach()).all())
-    return not t.dtype.is_complex and (not t.numel() or _arange_of(t) is None)
+    return not t.dtype.is_complex and (not t.numel() or (_arange_of(t) is None and not _one_value(t)))
 
 
 def value_expr(
@@ -145,6 +150,9 @@ def value_expr(
         pattern = _arange_of(t) if t.numel() else None
         if pattern is not None:
             made, how = f"_arange({shape}, {pattern[0]}, {pattern[1]}, {t.dtype})", "an arange as recorded"
+        elif t.numel() and _one_value(t):
+            v = int(t.reshape(-1)[0])
+            made, how = f"torch.full({shape}, {v}, dtype={t.dtype})", f"constant {v} as recorded"
         elif small:
             made, how = _literal(t), "as recorded"
         else:

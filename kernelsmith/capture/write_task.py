@@ -9,13 +9,14 @@ same one, and capture merges them into one task.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
 import torch
 
-from kernelsmith.capture.regions import Region
-from kernelsmith.capture.sizes import SizePlan, plan_sizes
+from kernelsmith.capture.regions import Elsewhere, Region
+from kernelsmith.capture.sizes import SizePlan, Unfit, plan_sizes
 from kernelsmith.capture.tape import Ref, Tape
 from kernelsmith.capture.values import helpers_for, literal, value_expr
 
@@ -35,6 +36,7 @@ class Rendered:
     # ops, constants and layouts, which the values drawn (statistics of one layer's) do not change.
     shape_key: str = ""
     sizes: SizePlan | None = None  # the named sizes and their CPU sizes (sizes.py)
+    elsewhere: Elsewhere | None = None  # the region at the other shapes (`at`: those its task holds)
 
 
 def _ident(name: str) -> str:
@@ -64,7 +66,8 @@ def call_text(tape: Tape, i: int, names: dict[int, str], plan: SizePlan | None =
     op = tape.ops[i]
     if op.func.namespace not in ("aten", "prims"):
         raise RenderError(f"op {op.func} is not an aten op: the task would need its library")
-    ints = (lambda v: plan.int_text(tape, i, v)) if plan is not None else repr
+    count = itertools.count()  # each int's place among the op's ints: its values at the other shapes
+    ints = (lambda v: plan.int_text(tape, i, v, next(count))) if plan is not None else repr
     args = [_render_arg(a, names, ints) for a in op.args]
     sizes = plan.size_list(tape, i, list(op.args)[1]) if plan is not None and len(op.args) > 1 else None
     if sizes is not None:
@@ -127,7 +130,7 @@ def _of_parameter(tape: Tape, tid: int) -> bool:
     return tape.origin.get(tid, ("activation", ""))[0] in ("parameter", "buffer")
 
 
-def _plan(tape: Tape, region: Region) -> SizePlan:
+def _plan(tape: Tape, region: Region, elsewhere: Elsewhere | None = None) -> SizePlan:
     """Named sizes for the region's activations; parameters' (their views') and literals' stay."""
     activations: dict[int, int] = {}  # tid -> its place in get_inputs()
     fixed: list[int] = []
@@ -137,12 +140,25 @@ def _plan(tape: Tape, region: Region) -> SizePlan:
             fixed.append(tid)
         else:
             activations[tid] = places.index(tid)
-    return plan_sizes(tape, region, activations, fixed)
+    return plan_sizes(tape, region, activations, fixed, elsewhere)
 
 
-def render(tape: Tape, region: Region) -> Rendered:
-    """The task's body for `region` (RenderError when it cannot be written)."""
-    plan = _plan(tape, region)
+def render(tape: Tape, region: Region, elsewhere: Elsewhere | None = None) -> Rendered:
+    """The task's body for `region` (RenderError when it cannot be written), holding the other shapes of
+    `elsewhere` where its sizes follow from named ones there (sizes.py), else the main shape only."""
+    if elsewhere is not None and elsewhere.at:
+        try:
+            done = _render(tape, region, _plan(tape, region, elsewhere))
+            done.elsewhere = elsewhere
+            return done
+        except Unfit as exc:
+            elsewhere.drop(dict.fromkeys(range(len(elsewhere.at)), str(exc)))
+    done = _render(tape, region, _plan(tape, region))
+    done.elsewhere = elsewhere
+    return done
+
+
+def _render(tape: Tape, region: Region, plan: SizePlan) -> Rendered:
     names: dict[int, str] = {}
     params: dict[str, tuple[int, int]] = {}
     inputs: list[tuple[int, int]] = []
@@ -177,8 +193,8 @@ def render(tape: Tape, region: Region) -> Rendered:
         if note:
             notes.append(note)
     body = _forward(tape, region, names, inputs, plan)
-    source = _assemble(inits, made_inputs, body, plan.declared() + plan.cpu_block())
-    shape_key = _assemble(key_inits, key_inputs, body, plan.declared())
+    source = _assemble(inits, made_inputs, body, plan.declared() + plan.cpu_block() + plan.shapes_block())
+    shape_key = _assemble(key_inits, key_inputs, body, plan.declared() + plan.shapes_block())
     return Rendered(source, params, inputs, notes, values, shape_key, plan)
 
 

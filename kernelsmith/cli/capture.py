@@ -50,12 +50,19 @@ def capture_cmd(
     forwards: int = typer.Option(
         FORWARDS, "--forwards", min=1, help="profiled forwards to rank on (each op's least; the table gives the spread)"
     ),
+    shape: list[str] = typer.Option(
+        [],
+        "--shape",
+        help="NAME=VALUE[,NAME=VALUE]: a shape to capture at, the factory called with those keyword arguments; "
+        "repeat for several (the first is the main one, timed); each task holds every shape its region holds at",
+    ),
 ) -> None:
     """Run a model's forward, rank the regions a kernel would fuse by their share of its time (each op's
     least over several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
+    from kernelsmith.capture.entry import parse_shape
     from kernelsmith.capture.run import capture
 
-    done = capture(entry, out, device.value, top, min_share, forwards)
+    done = capture(entry, out, device.value, top, min_share, forwards, [parse_shape(s) for s in shape])
     wall, profiled = done.wall_ms, done.profiled_us
     assert wall is not None and profiled is not None
     table = Table(
@@ -89,9 +96,30 @@ def capture_cmd(
             "mode: the model was in training mode; capture ran it in eval() mode (dropout off, BatchNorm on its "
             "running statistics), as a served model runs"
         )
+    _say_shapes(done)
     written = counted(sum(1 for t in done.tasks if t.file), "task")
     console.print(
         f"{written} covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
+    )
+
+
+def _say_shapes(done) -> None:
+    """At several --shape: the shapes, and the tasks that hold fewer (once, with the first one's reason)."""
+    if len(done.shapes) < 2:
+        return
+    from kernelsmith.capture.entry import shape_text
+
+    tasks = [t for t in done.tasks if t.file]
+    fewer = [t for t in tasks if t.shapes_why]
+    said = f"shapes: {', '.join(shape_text(s) for s in done.shapes)} (the first timed); "
+    if not fewer:
+        console.print(said + "every task holds them all, and a kernel is judged at each")
+        return
+    first = fewer[0]
+    text, why = next(iter(first.shapes_why.items()))
+    console.print(
+        said + f"{counted(len(fewer), 'task')} of {len(tasks)} hold fewer ({shown(first.file or first.name)} not "
+        f"{text}: {shown(why)}; capture.json: shapes_why, for each)"
     )
 
 
@@ -168,8 +196,11 @@ def _kernels_table(done: Applied) -> Table:
         merged = e2e.merged.get(c.name) if e2e is not None else None
         taken = "-" if e2e is None or c.why or merged else f"{e2e.fired.get(c.name, 0):g}"
         status = shown(c.why) if c.why else ("applied" if done.took(c) else "[red]never took its region[/]")
+        inside = e2e.within.get(c.name) if e2e is not None and not e2e.fired.get(c.name) else None
         if merged and not c.why:
             status = f"same ops as {shown(merged)}: that kernel takes its regions"
+        elif inside and not c.why:
+            status = f"its regions lie inside {shown(inside)}'s larger ones: that kernel takes them"
         elif e2e is not None and not c.why and e2e.fired.get(c.name, 0) > c.calls:
             status += f" ({_others(done, e2e, c.name)})"
         first = next((m.mode for m in done.modes if m.checked), None)  # the table's mode: the first checked

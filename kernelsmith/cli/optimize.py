@@ -46,6 +46,9 @@ def optimize_cmd(
         default("min_share"), "--min-share", min=0.0, max=1.0, help="leave regions below this share out of the capture"
     ),
     forwards: int = typer.Option(default("forwards"), "--forwards", min=1, help="profiled forwards capture ranks on"),
+    shape: list[str] = typer.Option(
+        [], "--shape", help="NAME=VALUE[,...]: a shape to capture at and judge each kernel at, as capture's; repeat"
+    ),
     modes: list[Mode] = typer.Option(
         [],
         "--mode",
@@ -100,13 +103,15 @@ def optimize_cmd(
 
 def _options(flags: dict):
     """The flags as OptimizeOptions (its defaults are theirs)."""
+    from kernelsmith.capture.entry import parse_shape
     from kernelsmith.optimize.budget import parse_budget
     from kernelsmith.optimize.options import OptimizeOptions
 
     enums = {k: v.value for k, v in flags.items() if isinstance(v, Enum)}
-    named = {k: v for k, v in {**flags, **enums}.items() if k not in ("budget", "modes", "quiet")}
+    named = {k: v for k, v in {**flags, **enums}.items() if k not in ("budget", "modes", "quiet", "shape")}
     modes = tuple(dict.fromkeys(m.value for m in flags["modes"])) or None
-    return OptimizeOptions(**named, budget_s=parse_budget(flags["budget"]), modes=modes)
+    shapes = [parse_shape(s) for s in flags["shape"]]
+    return OptimizeOptions(**named, budget_s=parse_budget(flags["budget"]), modes=modes, shapes=shapes)
 
 
 def _region_table(done: Optimized) -> Table:

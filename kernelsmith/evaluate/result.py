@@ -85,6 +85,7 @@ class TrialReport(BaseModel):
     # False: the sandbox sent no output (forward raised, crashed or timed out), so the trial's
     # launches are not in the verdict's kernel_launches either.
     answered: bool = True
+    sizes: dict[str, int] | None = None  # a trial at another shape of the task's SHAPES: its sizes (None: the main)
 
 
 class KernelRecord(BaseModel):

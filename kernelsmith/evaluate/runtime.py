@@ -89,6 +89,35 @@ def to_device(value, device: str):
     return value
 
 
+def task_shapes(task: types.ModuleType) -> list[dict[str, int]]:
+    """The task's SHAPES: the other shapes it is judged at (capture's --shape), each the values of some of its
+    module-level int constants; [] where it declares none. A malformed one is a ValueError saying why."""
+    shapes = getattr(task, "SHAPES", None)
+    if shapes is None:
+        return []
+    if not isinstance(shapes, list) or not all(isinstance(s, dict) for s in shapes):
+        raise ValueError("SHAPES must be a list of dicts of its named sizes to ints")
+    for shape in shapes:
+        for name, value in shape.items():
+            if type(value) is not int or type(getattr(task, str(name), None)) is not int:
+                raise ValueError(f"SHAPES names {name!r}={value!r}: not an int for a module-level int constant")
+    return shapes
+
+
+@contextmanager
+def at_sizes(task: types.ModuleType, sizes: dict[str, int] | None) -> Iterator[None]:
+    """The task's named sizes at `sizes` inside (its get_inputs and Model read them when called: a SHAPES
+    entry), and as they were after."""
+    before = {name: getattr(task, name) for name in sizes or {}}
+    for name, value in (sizes or {}).items():
+        setattr(task, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(task, name, value)
+
+
 def make_inputs(task: types.ModuleType, seed: int, device: str) -> list:
     torch.manual_seed(seed)
     with torch.device(device):

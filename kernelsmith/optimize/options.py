@@ -30,6 +30,9 @@ class OptimizeOptions(BaseModel):
     """Regions below this share of the forward are not captured as tasks."""
     forwards: int = Field(default=FORWARDS, ge=1)
     """Profiled forwards the capture ranks on."""
+    shapes: list[dict[str, int]] = Field(default_factory=list)
+    """The shapes to capture at (`--shape`): the factory's keyword arguments at each, the main first (timed);
+    each task holds every shape its region holds at, and each kernel is judged at all of them."""
     modes: tuple[Mode, ...] | None = None
     """How the patch is checked: eager, compile (torch.compile), graphs (CUDA graphs); None: every mode the
     device runs (apply's modes_on). The patch serves only the modes checked."""
@@ -76,6 +79,7 @@ class OptimizeOptions(BaseModel):
             "min_share": self.min_share,
             "forwards": self.forwards,
             "small": self.small,
+            **({"shapes": self.shapes} if self.shapes else {}),  # a work directory made before --shape has none
         }
 
 

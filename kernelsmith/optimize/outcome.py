@@ -31,7 +31,7 @@ def _note(r: Region, rs: RegionState, info: RunInfo, o: RegionOutcome, device: s
         return k.why
     if k is not None and k.in_patch and not k.modes and k.left_out:  # its times left it out of every mode
         return "serves no mode: " + "; ".join(f"{m}: {why}" for m, why in k.left_out.items())
-    if k is not None and k.in_patch and not any(k.taken.values()):
+    if k is not None and k.in_patch and not any(k.taken.values()) and not k.served_by:
         return "never took its regions"
     if device == "cuda" and o.speedup is not None and o.speedup < 1.0:
         return f"its best kernel is slower than its reference ({o.speedup:.3g}x)"

@@ -78,6 +78,8 @@ def outcome(applied: Applied, key: str, left_out: dict[str, str]) -> PatchOutcom
             k.taken[e.mode] = e.fired.get(keeper, 0.0)
             if keeper != c.name:
                 k.served_by = keeper
+            elif not k.taken[e.mode] and e.fired.get(e.within.get(c.name, ""), 0.0):
+                k.served_by = e.within[c.name]  # its regions lay inside that kernel's larger ones
         if first is not None:
             k.served = first.served.get(c.name)
             eager = next((e for e in applied.checks if e.mode == "eager"), None)

@@ -39,7 +39,7 @@ class Kernel(Record):
     in_patch: bool
     why: str | None = None  # why it is not in the patch, or not substituted
     taken: dict[str, float] = Field(default_factory=dict)  # mode -> its regions taken per forward
-    served_by: str | None = None  # the kernel that takes its regions (same ops)
+    served_by: str | None = None  # the kernel that takes its regions (same ops, or a larger region holding them)
     after_ms: Span | None = None  # its regions' time per patched eager forward, in the profiled measure
     served: str | None = None  # how it serves the model (eager mode)
     modes: list[str] = Field(default_factory=list)  # the modes it serves (patch.json's), as the check left them

@@ -12,7 +12,7 @@
 
 Resume: a step whose state says it is done is not done again (the capture, a finished search, the patch
 of the same kernels in the same modes); a search that was killed goes on from its store. The settings
-that make the capture (ENTRY, --device, --top, --min-share, --forwards, --small) must be those it was
+that make the capture (ENTRY, --device, --top, --min-share, --forwards, --small, --shape) must be those it was
 made with; the budget, the modes, the seeds and the LLM may change between runs.
 """
 
@@ -31,7 +31,7 @@ from kernelsmith.optimize.result import Optimized, PatchOutcome, Record
 STATE = "optimize.json"
 CAPTURE, SEEDS, RUNS, REPORT, FAILURES = "capture", "seeds", "runs", "report.html", "failures"
 # The settings a work directory is bound to: they make the capture and choose its regions.
-BOUND = ("entry", "device", "top", "min_share", "forwards", "small")
+BOUND = ("entry", "device", "top", "min_share", "forwards", "small", "shapes")
 
 
 class RegionState(Record):
@@ -115,4 +115,4 @@ class WorkDir:
 
 
 def _flag(key: str) -> str:
-    return "ENTRY" if key == "entry" else "--" + key.replace("_", "-")
+    return {"entry": "ENTRY", "shapes": "--shape"}.get(key) or "--" + key.replace("_", "-")

@@ -49,6 +49,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from . import graph_match
 from .aten_trace import Traced
 from .kernel_op import KernelOp, instance
+from .shapes import say_unjudged
 
 _PATCHED = "kernelsmith_patch"  # the namespace of kernel_op's operators
 _WRAPS = [0]  # wrapped forwards made in this process (each compiled function's file name)
@@ -194,7 +195,6 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
     """The torch graph `gm` with every region of `kops` it holds replaced: (the new graph, regions
     replaced per kernel, why a region found was left as it is)."""
     traced = Traced(gm)
-    matches: list[tuple[KernelOp, Any, dict]] = []
     symbols: list = []
     elsewhere: list = []  # the sizes of a region found at other sizes: specialized, so that its own trace anew
     refused: list[str] = []
@@ -203,25 +203,27 @@ def rewrite(gm: fx.GraphModule, kops: list[KernelOp]) -> tuple[fx.GraphModule, d
             kop.graph = graph_match.RegionGraph(kop)
         if kop.graph.why is not None and all(not r.startswith(f"{kop.name}: ") for r in refused):
             refused.append(f"{kop.name}: {kop.graph.why}")
-        if kop.graph.ok:
-            taken = {g for _, _, m in matches for k, g in m.items() if k.op != "placeholder"}
-            found = graph_match.find(traced.aten.graph, kop.graph, sealed=True, symbols=symbols, elsewhere=elsewhere)
-            for m in found:
-                if not taken & {g for k, g in m.items() if k.op != "placeholder"}:
-                    matches.append((kop, kop.graph, m))
-            if not found and graph_match.find(traced.aten.graph, kop.graph, sealed=False, symbols=[]):
-                refused.append(f"{kop.name}: the forward reads a value the region makes but does not return")
+    found = graph_match.candidates(traced.aten.graph, kops, symbols, elsewhere, missed := {})
+    for kop, region in [(k, k.graph) for k in kops if not any(f is k for f, _, _ in found)]:
+        if region is not None and region.ok and graph_match.find(traced.aten.graph, region, False, []):
+            refused.append(f"{kop.name}: the forward reads a value the region makes but does not return")
+    rejected: set[int] = set()  # ids of occurrences the rewrite cannot make: an overlapping smaller one may be
     while True:
+        matches, within = graph_match.pick([c for c in found if id(c) not in rejected])
         try:
             built = _Rewrite(gm, traced, matches).build() if matches else _plain(gm)
             break
         except _Reject as exc:
             if exc.index < 0 or exc.index >= len(matches):
                 refused.extend(f"{k.name}: {exc}" for k, _, _ in matches)
-                matches = []
+                rejected |= {id(c) for c in found}
             else:
                 refused.append(f"{matches[exc.index][0].name}: {exc}")
-                del matches[exc.index]
+                rejected.add(id(matches[exc.index]))
+    if within:  # served by the larger region's kernel there (graph_match.pick); the kernels share one dispatch
+        kops[0].dispatch.within |= within
+    if missed:  # at a shape no kernel of the region was judged at: the model's ops, said once (shapes.py)
+        say_unjudged(kops[0].dispatch, missed)
     graph_match.specialize((symbols if matches else []) + elsewhere)
     counts: dict[str, int] = {}
     for kop, _, _ in matches:

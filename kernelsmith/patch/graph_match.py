@@ -9,14 +9,23 @@ the region's input was (shape, stride, dtype), matches every op with its constan
 `_unsafe_view` and `reshape` are one op there), and keeps inside itself every value the region makes but
 does not return.
 
-Sizes: a graph traced with a dynamic dimension holds symbolic sizes. Inductor's pass matches none of
-them (the graph keeps the model's ops there). The eager path matches a symbolic size whose value in
-this compile (its hint) is the region's, and then specializes it (`specialize`): torch.compile guards
-on that value, so the graph is used only where the region's inputs are laid out as its task's, and
-another size compiles anew.
+Sizes: a graph traced with a dynamic dimension holds symbolic sizes. A match takes a symbolic size whose
+value in this compile (its hint) is the region's, and then specializes it (`specialize`): torch.compile
+guards on that value, so the graph is used only where the region's inputs are laid out as its task's, and
+another size compiles anew. The region's structure found at other sizes (`elsewhere`: a symbolic size of
+any value, a static size of another) is noted: the eager path specializes those sizes too (the compile
+pass, for a kernel judged at several shapes), and a region so found at none of its kernel's shapes is
+said once (`missed`, shapes.py).
+
+Overlaps: where two kernels' regions hold the same ops (a GroupNorm + SiLU inside an add + GroupNorm +
+SiLU), the larger region's kernel takes them, whatever the order of the patch's kernels (`pick`), and the
+smaller is noted as served by it there; "larger" counts compute ops, views not counted.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -79,8 +88,8 @@ class RegionGraph:
 
 
 class _AnySize(list):
-    """Symbols noted where a symbolic size fits whatever its value: the region's structure found at
-    other sizes than its task's (find's `elsewhere`)."""
+    """Symbols noted where a size fits whatever its value (a symbolic one, noted, or a static one): the
+    region's structure found at other sizes than its task's (find's `elsewhere`)."""
 
 
 def _sizes_fit(got, want: tuple, symbols: list | None) -> bool:
@@ -96,6 +105,8 @@ def _sizes_fit(got, want: tuple, symbols: list | None) -> bool:
             if hint is None or (int(hint) != w and not isinstance(symbols, _AnySize)):
                 return False
             symbols.append(g)  # pyright: ignore[reportOptionalMemberAccess]
+        elif isinstance(symbols, _AnySize) and type(g) is int:
+            continue
         elif isinstance(g, bool) or not isinstance(g, (int, torch.SymInt)) or int(g) != w:
             return False
     return True
@@ -142,6 +153,8 @@ def _match(p, g, m: dict, symbols: list | None = None) -> bool:
         return isinstance(g, (list, tuple)) and len(p) == len(g) and all(_match(a, b, m, symbols) for a, b in zip(p, g))
     if isinstance(g, torch.fx.Node) and type(p) is int and symbols is not None:
         return _sizes_fit([g.meta.get("val")], (p,), symbols)
+    if isinstance(symbols, _AnySize) and type(p) is int and type(g) is int:
+        return True  # a size of the region's at other sizes (a view's, an expand's)
     return type(p) is type(g) and p == g
 
 
@@ -151,13 +164,15 @@ def find(
     sealed: bool = True,
     symbols: list | None = None,
     elsewhere: list | None = None,
+    missed: list | None = None,
 ) -> list[dict]:
     """Every occurrence of the region in the graph, as {pattern node: graph node}; none overlap. `sealed`:
     no value the region makes but does not return is read outside it (False: a training graph's forward,
     which saves such values for its backward, is only looked at). `symbols`: a list to note the symbolic
     sizes the matches read (see the module's docstring); None matches static sizes only. `elsewhere`: a
     list to note the symbolic sizes of the region's ops found at other sizes than its task's (specialized
-    too, the graph holds only at those sizes, and the task's sizes, traced anew, match)."""
+    too, the graph holds only at those sizes, and the task's sizes, traced anew, match); `missed`: a list to
+    note each such occurrence, as (its last node, its first input's shape there)."""
     found, used = [], set()
     first = region.search[-1]
     nodes = list(graph.nodes)
@@ -173,8 +188,10 @@ def find(
                 symbols.extend(noted)
         elif elsewhere is not None and symbols is not None:
             wild = _AnySize()
-            if _attempt(g, region, nodes, used, sealed, wild) is not None:
+            if (at := _attempt(g, region, nodes, used, sealed, wild)) is not None:
                 elsewhere.extend(wild)
+                if missed is not None:
+                    missed.append((g, _shape(at[region.placeholders[0]])))
     return found
 
 
@@ -225,3 +242,59 @@ def _holds(m: dict, region: RegionGraph, sealed: bool, symbols: list | None) -> 
             seen.add(node)
             todo.extend(node.users)
     return True
+
+
+def size(region: RegionGraph) -> int:
+    """The region's compute ops (views not counted): which of two overlapping regions is the larger."""
+    return sum(1 for n in region.gm.graph.nodes if n.op == "call_function" and not is_view(n))
+
+
+def candidates(
+    graph: torch.fx.Graph,
+    kops: list,
+    symbols: list,
+    elsewhere: list,
+    missed: dict[str, set[str]] | None = None,
+    near_of: Callable[[Any], bool] = lambda kop: True,
+) -> list[tuple]:
+    """Every sealed occurrence of each kernel's region in the graph as (kop, region, match), the larger
+    regions first (the kernels' order among equals); each kop's `graph` is a RegionGraph already (a kernel
+    at each shape of its task is a kop of its own, of the same name: patch/shapes.py). `elsewhere` notes
+    the symbolic sizes of the regions found at other sizes (of the kops `near_of` names); `missed`, each
+    kernel's regions found at other sizes than every one of its shapes (name -> their inputs' shapes)."""
+    ordered = sorted((k for k in kops if k.graph.ok), key=lambda k: -size(k.graph))
+    found, hit, near = [], set(), []
+    for k in ordered:
+        wild: list = []
+        for m in find(graph, k.graph, True, symbols, elsewhere if near_of(k) else [], wild):
+            found.append((k, k.graph, m))
+            hit.add((k.name, m[k.graph.search[-1]]))
+        near += [(k.name, g, shape) for g, shape in wild]
+    for name, g, shape in near:
+        if missed is not None and (name, g) not in hit:
+            missed.setdefault(name, set()).add(shape)
+    return found
+
+
+def _shape(node: torch.fx.Node) -> str:
+    """A value's shape in words (a symbolic size by its value in this compile)."""
+    val = node.meta.get("val")
+    sizes = getattr(val, "shape", ())
+    return str([int(s.node.hint) if isinstance(s, torch.SymInt) and s.node.hint is not None else s for s in sizes])
+
+
+def pick(found: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
+    """The occurrences that are taken, from `candidates`' list: each one unless its ops overlap one taken
+    before it (a larger region's). Returns (those taken, {a kernel one of whose occurrences lay inside a
+    taken region of another kernel: that kernel}), so that the smaller kernel is said as served by it."""
+    taken, owner, within = [], {}, {}
+    for occurrence in found:  # the same tuples: the eager rewrite leaves one out by its identity
+        kop, _, m = occurrence
+        inside = {g for p, g in m.items() if p.op != "placeholder"}
+        over = next((owner[g] for g in inside if g in owner), None)
+        if over is None:
+            taken.append(occurrence)
+            owner |= dict.fromkeys(inside, kop.name)
+        elif over != kop.name:
+            within.setdefault(kop.name, over)
+    return taken, within

@@ -30,15 +30,18 @@ from __future__ import annotations
 import hashlib
 import operator
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch._guards import TracingContext, detect_fake_mode
 
-from .graph_match import RegionGraph, find, specialize
+from .graph_match import RegionGraph, candidates, find, pick, specialize
 from .inline import inline_calls
 from .kernel_op import KernelOp, compiled_mode
+from .module_swap import forwarding
+from .shapes import say_unjudged
 
 
 def replace(graph: torch.fx.Graph, kop: KernelOp, region: RegionGraph, m: dict, renamed: dict) -> None:
@@ -103,19 +106,29 @@ class Replacer:
         for kop in kops:
             if kop.graph is None:
                 kop.graph = RegionGraph(kop)
-            if not kop.graph.ok:
-                continue
-            matches = find(graph, kop.graph, sealed=not training, symbols=None if training else symbols)
-            if matches and training:
+        if training:
+            for kop in [k for k in kops if k.graph.ok and find(graph, k.graph, sealed=False)]:
                 self._said(kop)
-                continue
-            for m in matches:
-                replace(graph, kop, kop.graph, m, renamed)
-            if matches:
-                graph.eliminate_dead_code()  # the replaced regions' ops go before the next kernel looks
-        if symbols:
-            specialize(symbols)
-        inlined = 0 if training else inline_calls(graph, kops)  # their own graphs, where they trace
+            return
+        # every kernel's regions found before any is replaced: where two overlap, the larger takes them. A region
+        # found at other sizes than its kernel's shapes keeps the model's ops, said (shapes.py); where its kernel
+        # was judged at several, those sizes are specialized, so that this graph never serves its judged shapes
+        # (a growing cache that a one-shape kernel's region reads stays dynamic, as it was)
+        elsewhere: list = []
+        several = {k.name for k in kops if k.shapes}
+        found = candidates(graph, kops, symbols, elsewhere, missed := {}, lambda k: k.name in several)
+        matches, within = pick(found)
+        for kop, region, m in matches:
+            replace(graph, kop, region, m, renamed)
+        if within:  # the smaller kernel is said as served by the larger there (all of a patch's share one dispatch)
+            kops[0].dispatch.within |= within
+        if matches:
+            graph.eliminate_dead_code()  # the replaced regions' ops
+        if symbols or elsewhere:
+            specialize(symbols + elsewhere)
+        if missed:
+            say_unjudged(kops[0].dispatch, missed)
+        inlined = inline_calls(graph, kops)  # their own graphs, where they trace
         if inlined:
             graph.eliminate_dead_code()
         if renamed or inlined:
@@ -202,3 +215,27 @@ def compile_id() -> object:
     counted from 0 again after torch._dynamo.reset(), and a patch installed before would take another's
     compile for its own (seen: an older patch's kernel took a newer patch's region)."""
     return TracingContext.try_get()
+
+
+def guard(model: torch.nn.Module, patch) -> Callable[[], None]:
+    """The model's forward, while torch.compile traces it, notes the compile for `patch` (an install.Patch:
+    the graph pass replaces regions in that compile's graphs only, not in another model's) and reads
+    `patch.active`, so that torch.compile guards on it and compiles the model apart with the patch active
+    and inactive. A hook would not do: the top module's hooks run outside its compiled forward. Returns
+    what puts the forward back."""
+    had, before, original = "forward" in model.__dict__, model.__dict__.get("forward"), model.forward
+
+    def body(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            patch.noted()
+        return original(*args, **kwargs)
+
+    model.forward = forwarding(original, body, by_name=True)  # the model's names (Hugging Face's generate reads them)
+
+    def unguard() -> None:
+        if had:
+            model.__dict__["forward"] = before
+        else:
+            del model.forward
+
+    return unguard

@@ -127,7 +127,8 @@ def inline_calls(graph: fx.Graph, kops: list) -> int:
         vals = [a.meta.get("val") for a in args]
         if kop.inline_why is not None or any(not isinstance(v, torch.Tensor) for v in vals):
             continue
-        key = tuple((tuple(v.shape), tuple(v.stride()), v.dtype, v.device) for v in vals)
+        # sizes as ints: a dynamic size the region reads was specialized (graph_match.specialize), guarded here
+        key = tuple((tuple(map(int, v.shape)), tuple(map(int, v.stride())), v.dtype, v.device) for v in vals)
         mode = detect_fake_mode(vals)
         cache = kop.inlined.setdefault(mode, {}) if mode is not None else {}
         traced = cache.get(key)

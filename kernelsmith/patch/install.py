@@ -47,6 +47,7 @@ from .interpreter import interpret_triton
 from .kernel_op import COMPILED, MODES, KernelOp, digest, mode_ways, modes_of, op_ready, serving, unserved
 from .module_swap import Swap, forwarding, whole
 from .pattern import Pattern, PatternError, trace, written_slots
+from .shapes import built_at, unjudged, with_shapes
 from .substitute import BuiltKernel, Counts, Substitution, hooks
 
 MANIFEST = "patch.json"
@@ -71,8 +72,9 @@ def _load(path: Path, label: str):
     return module
 
 
-def build(root: Path, entry: dict, device: torch.device) -> BuiltKernel:
-    """One kernel: its region's pattern (from its task) and its ModelNew, both on `device`."""
+def build(root: Path, entry: dict, device: torch.device) -> tuple[BuiltKernel, list[BuiltKernel]]:
+    """One kernel: its region's pattern (from its task) and its ModelNew, both on `device`; and the same at
+    each other shape its task holds (shapes.py)."""
     # The task and kernel draw their own random tensors: the caller's random state is left as it was.
     gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     try:
@@ -93,7 +95,14 @@ def build(root: Path, entry: dict, device: torch.device) -> BuiltKernel:
         raise PatchError(f"{entry['name']}: its task's Model raised {type(exc).__name__}: {exc}") from None
     texts = [(root / entry[k]).read_text(encoding="utf-8") for k in ("task", "kernel")]
     attrs = _kernel_attrs(entry["name"], pattern, kernel)
-    return BuiltKernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
+    main = BuiltKernel(pattern, kernel, attrs, reference, inputs, written, digest(*texts))
+    load = lambda k: task if not k else _load(root / entry["task"], f"task{k}")  # a module of its own a shape
+    try:
+        return main, built_at(load, main, entry["name"], device, trace)
+    except Exception as exc:  # the task's own code at another of its shapes
+        raise PatchError(
+            f"{entry['name']}: its task at another of its SHAPES raised {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _kernel_attrs(name: str, pattern: Pattern, kernel: torch.nn.Module) -> dict[str, str]:
@@ -140,7 +149,7 @@ class Patch:
         self.hooked: list[tuple[str, str]] = []  # (kernel, module path) served by the dispatch mode
         self.traced: dict[str, list[str]] = {}  # kernel -> the covers whose traced forward calls it (eager)
         self.covers: Covers | None = None  # the modules whose forward runs as a rewritten graph (eager_graph.py)
-        self.unguard: Callable[[], None] | None = None  # puts back the model's forward that _guard wrapped
+        self.unguard: Callable[[], None] | None = None  # puts back the model's forward graph_pass.guard wrapped
         # torch.compile's compiles that traced the model (graph_pass.compile_id), held weakly: a compile's
         # context goes when it ends, and none that is alive is another's.
         self.compiles: weakref.WeakSet = weakref.WeakSet()
@@ -168,6 +177,11 @@ class Patch:
         comptime(self._note)
         if self.active:
             return
+
+    @property
+    def unjudged(self) -> dict[str, list[str]]:
+        """Each kernel whose region ran at a shape its kernel was not judged at -> those shapes (said once)."""
+        return unjudged(self.dispatch)
 
     def serving(self, mode: str) -> list[str]:
         """The kernels that take their regions when the model runs in `mode` (kernel_op.modes_of)."""
@@ -206,8 +220,8 @@ class Patch:
             self.unguard()
             self.unguard = None
         if self.ops:
-            graph_pass.deactivate(list(self.ops.values()))
-        for kop in self.ops.values():
+            graph_pass.deactivate(with_shapes(list(self.ops.values())))
+        for kop in with_shapes(list(self.ops.values())):
             kop.uninstall()
 
 
@@ -268,16 +282,17 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
         refused = interpret_triton(root, spec)
         if refused is not None:
             raise PatchError(refused)
-    built, skipped = {}, {}
+    built, skipped, shaped = {}, {}, {}
     for entry in spec["kernels"]:
         try:
-            built[entry["name"]] = build(root, entry, torch.device(device))
+            built[entry["name"]], shaped[entry["name"]] = build(root, entry, torch.device(device))
         except Unsubstitutable as exc:
             skipped[entry["name"]] = str(exc)
     merged = _merge(built, spec["kernels"])
-    dispatch = Substitution(
-        {name: k for name, k in built.items() if name not in merged}, f"patch {root.resolve().name}"
-    )
+    # the larger regions first: where two overlap, the dispatch mode's match of the larger begins first, as
+    # the traced forward and the compiled graph give it their ops (graph_match.pick)
+    larger = sorted(built.items(), key=lambda nk: -sum(s.deferred for s in nk[1].pattern.steps))
+    dispatch = Substitution({name: k for name, k in larger if name not in merged}, f"patch {root.resolve().name}")
     patch = Patch(model, dispatch)
     patch.merged, patch.skipped = merged, skipped
     patch.entries = entries = {e["name"]: e for e in spec["kernels"] if e["name"] in built}
@@ -285,17 +300,17 @@ def install(model: torch.nn.Module, patch_dir: str | Path, device: str | torch.d
     for name, kernel in dispatch.kernels.items():
         why = op_ready(kernel.pattern, kernel.written)
         if why is None:
-            patch.ops[name] = kop = KernelOp(name, kernel, dispatch)
-            kop.live = lambda: patch.active
-            kop.compiles = patch.compiles
-            kop.compile_why = entries[name].get("compile_why")
-            kop.modes = patch.modes[name]
+            patch.ops[name] = KernelOp(name, kernel, dispatch)
+            patch.ops[name].shapes = [KernelOp(name, k, dispatch) for k in shaped[name]]
+            for kop in with_shapes([patch.ops[name]]):
+                kop.live, kop.compiles = lambda: patch.active, patch.compiles
+                kop.compile_why, kop.modes = entries[name].get("compile_why"), patch.modes[name]
         else:
             patch.eager_only[name] = why
-    compiled = [k for k in patch.ops.values() if k.modes & COMPILED]
+    compiled = [k for k in with_shapes(list(patch.ops.values())) if k.modes & COMPILED]
     if compiled:  # a model no compiled mode's kernel serves is compiled as it is
         graph_pass.activate(compiled)
-        patch.unguard = _guard(model, patch)
+        patch.unguard = graph_pass.guard(model, patch)
     # eager mode: only the kernels that serve it are put in its way (a mode no kernel serves runs as it was)
     _serve(patch, model, [e for e in entries.values() if "eager" in patch.modes[e["name"]]])
     return patch
@@ -339,7 +354,7 @@ def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
     for name in list(traced):
         if any(_overlap(c, d) for c in traced[name] for d in dispatch):
             hooked.setdefault(name, []).extend(traced.pop(name))
-    eager_ops = [k for k in patch.ops.values() if "eager" in k.modes]
+    eager_ops = [k for k in with_shapes(list(patch.ops.values())) if "eager" in k.modes]
     if eager_ops and not hooked:
         # The model's forward as one traced forward where nothing runs under the dispatch mode: one entry
         # into Dynamo a forward, and a graph that runs the whole forward with less host time than its
@@ -348,7 +363,9 @@ def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
         patch.covers = covers = Covers(eager_ops, lambda: patch.active, patch.dispatch.label)
         covers.wrap(model, "", forwarding)
     elif traced:
-        patch.covers = covers = Covers([patch.ops[n] for n in traced], lambda: patch.active, patch.dispatch.label)
+        patch.covers = covers = Covers(
+            with_shapes([patch.ops[n] for n in traced]), lambda: patch.active, patch.dispatch.label
+        )
         for path in sorted({c for cs in traced.values() for c in cs}, key=len):
             if not any(_overlap(path, done) for _, _, _, done in covers.wrapped):
                 covers.wrap(_scope(model, path), path, forwarding)
@@ -361,27 +378,3 @@ def _serve(patch: Patch, model: torch.nn.Module, entries: list[dict]) -> None:
             module = _scope(model, path)
             patch.handles.append(module.register_forward_pre_hook(pre))
             patch.handles.append(module.register_forward_hook(post, always_call=True))
-
-
-def _guard(model: torch.nn.Module, patch: Patch) -> Callable[[], None]:
-    """The model's forward, while torch.compile traces it, notes the compile (the graph pass replaces
-    regions in that compile's graphs only, not in another model's) and reads `patch.active`, so that
-    torch.compile guards on it and compiles the model apart with the patch active and inactive. A hook
-    would not do: the top module's hooks run outside its compiled forward. Returns what puts the forward
-    back."""
-    had, before, original = "forward" in model.__dict__, model.__dict__.get("forward"), model.forward
-
-    def body(*args, **kwargs):
-        if torch.compiler.is_compiling():
-            patch.noted()
-        return original(*args, **kwargs)
-
-    model.forward = forwarding(original, body, by_name=True)  # the model's names (Hugging Face's generate reads them)
-
-    def unguard() -> None:
-        if had:
-            model.__dict__["forward"] = before
-        else:
-            del model.forward
-
-    return unguard

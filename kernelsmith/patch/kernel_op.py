@@ -174,6 +174,7 @@ class KernelOp:
         # the modes it serves (patch.json's `modes`, modes_of): the graph pass takes its regions only in a
         # compile of a mode it serves
         self.modes: frozenset[str] = frozenset(MODES)
+        self.shapes: list[KernelOp] = []  # the kernel at the other shapes of its task, each an operator (shapes.py)
         self._bound: dict[tuple, torch.nn.Module] = {}
         self._fast: dict[tuple, Callable] = {}  # eager(): the bound kernel's forward, by its parameters' ids
         plain = len(pattern.outputs) == 1 and not pattern.unviews[0] and pattern.outputs[0] == pattern.bases[0]

@@ -72,8 +72,9 @@ class Substitution(TorchDispatchMode):
         self.open: list[Match] = []
         self.fired: list[Match] = []  # taken in this module call, kept to recompute an inner value read late
         self.counts: dict[str, Counts] = {name: Counts() for name in kernels}
+        self.within: dict[str, str] = {}  # a kernel a region of which a larger kernel's region held and took -> it
         self._bound: dict[tuple, torch.nn.Module] = {}
-        self._plans: dict[str, list[tuple]] = {}  # output_plan of each kernel's pattern, made when first needed
+        self._plans: dict[int, list[tuple]] = {}  # output_plan of each pattern (a kernel's at each shape), made once
         # A range around each region taken (the kernel, its outputs put in place, inner values computed
         # late), by kernel name: how `kernelsmith apply` times each kernel in the forward (None: none).
         self.timed: Callable[[str], AbstractContextManager] | None = None
@@ -81,9 +82,9 @@ class Substitution(TorchDispatchMode):
 
     def plan(self, pattern: Pattern) -> list[tuple]:
         """output_plan(pattern), made once for the patch: every call of the kernel checks its outputs by it."""
-        made = self._plans.get(pattern.name)
+        made = self._plans.get(id(pattern))
         if made is None:
-            made = self._plans[pattern.name] = output_plan(pattern)
+            made = self._plans[id(pattern)] = output_plan(pattern)
         return made
 
     # -- the op stream

@@ -131,7 +131,7 @@ def captured_on_fake_gpu(tmp_path: Path, monkeypatch, source: str, factory: str 
     monkeypatch.setattr(torch.cuda, "get_rng_state", lambda *a, **k: torch.zeros(16, dtype=torch.uint8))
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a, **k: None)
     for module in (capture_run, apply_module):
-        monkeypatch.setattr(module, "call_entry", lambda spec, device: call_entry(spec, "cpu"))
+        monkeypatch.setattr(module, "call_entry", lambda spec, device, sizes=None: call_entry(spec, "cpu", sizes))
     monkeypatch.setattr(
         capture_run, "check_task", lambda src, tape, region, made, _: check_task(src, tape, region, made, "cpu")
     )

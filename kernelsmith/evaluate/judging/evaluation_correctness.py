@@ -1,6 +1,7 @@
 """The correctness stages of one evaluation, in the judge: every trial on fresh inputs checked against the
-reference, and the rules over what each trial ran (the operator rule, work left unordered with the caller's
-stream, threads left running).
+reference (then one at each other shape the task names in SHAPES: capture's --shape, its sizes set in the
+judge's task module and the sandbox's alike), and the rules over what each trial ran (the operator rule,
+work left unordered with the caller's stream, threads left running).
 
 A mixin of kernelsmith.evaluate.judging.evaluation.Evaluation, whose state it reads and writes (the judge,
 the options, the flags and notes, the trials); kept apart so that each file holds one concern, as
@@ -23,6 +24,7 @@ from kernelsmith.evaluate.judging.judge import _seed
 from kernelsmith.evaluate.measuring.activity import Activity, fmt_kernels, judge_operators, scaled
 from kernelsmith.evaluate.protocol import ProtocolError
 from kernelsmith.evaluate.result import StageSeconds, Status, TrialReport
+from kernelsmith.evaluate.runtime import at_sizes, task_shapes
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxFailure
 from kernelsmith.evaluate.verdict import Flag, TaskNote
 
@@ -71,7 +73,7 @@ class CorrectnessStages:
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         raise NotImplementedError
 
-    def precise(self, seed: int) -> Callable[[], list | None]:
+    def precise(self, seed: int, sizes: dict[str, int] | None = None) -> Callable[[], list | None]:
         """The precision rule's float64 run of the reference on the inputs of `seed`, asked for only
         when an output is beyond the flat tolerance (once per seed); the float64 copy of Model is made once."""
         done: list[list | None] = []
@@ -85,7 +87,8 @@ class CorrectnessStages:
                 except Exception:  # a Model that cannot be copied or converted: no precision rule
                     self._precise_model = False
             model = self._precise_model
-            done.append(None if model is False else self.j.precise_reference(model, self.task, seed))
+            with at_sizes(self.task, sizes):  # asked for later, within the check of a call
+                done.append(None if model is False else self.j.precise_reference(model, self.task, seed))
             return done[0]
 
         return run
@@ -96,21 +99,26 @@ class CorrectnessStages:
         try:
             for i in range(self.opts.trials):
                 self._trial(sb, i)
+            for k, sizes in enumerate(task_shapes(self.task)):  # a kernel wrong at any shape is incorrect
+                self._trial(sb, self.opts.trials + k, sizes)
         finally:  # a trial that ended the evaluation counts up to its end
             self.stages.correctness = time.monotonic() - t_base
         if self.flags.get(Flag.no_custom_kernel):
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
 
-    def _trial(self, sb: SandboxHandle, i: int) -> None:
+    def _trial(self, sb: SandboxHandle, i: int, sizes: dict[str, int] | None = None) -> None:
         """One trial: the sandbox calls forward twice on the inputs of a fresh seed, the second time after
         the first call's outputs and the allocator's free memory were filled with NaN (runner/trial.py);
-        both outputs are checked against the reference's."""
+        both outputs are checked against the reference's. `sizes`: at another shape of the task's SHAPES."""
         seed = _seed()
-        sb.send({"op": "trial", "seed": seed})
-        inputs, ref_out = self.j.run_reference(self.task, self.ref_model, seed)
-        where, precise = f"trial {i + 1}", self.precise(seed)  # one float64 run for both calls, if any
-        first = self._call(sb, (i, seed), inputs, ref_out, precise, where)
-        second = self._call(sb, (i, seed), inputs, ref_out, precise, f"{where}, second call")
+        sb.send({"op": "trial", "seed": seed, **({"sizes": sizes} if sizes else {})})
+        shape = ", ".join(f"{k}={v}" for k, v in (sizes or {}).items())
+        where = f"the trial at {shape} (the task's SHAPES)" if sizes else f"trial {i + 1}"
+        with at_sizes(self.task, sizes):
+            inputs, ref_out = self.j.run_reference(self.task, self.ref_model, seed)
+            precise = self.precise(seed, sizes)  # one float64 run for both calls, if any
+            first = self._call(sb, (i, seed), inputs, ref_out, precise, where)
+            second = self._call(sb, (i, seed), inputs, ref_out, precise, f"{where}, second call")
         self.trials.append(
             TrialReport(
                 seed=seed,
@@ -118,6 +126,7 @@ class CorrectnessStages:
                 max_abs_err=max(first.max_abs_err or 0.0, second.max_abs_err or 0.0),
                 max_rel_err=max(first.max_rel_err or 0.0, second.max_rel_err or 0.0),
                 message=first.message,
+                sizes=sizes,
             )
         )
 
@@ -161,7 +170,8 @@ class CorrectnessStages:
             self.trials.append(TrialReport(seed=seed, ok=cmp.ok, message=cmp.message))
             raise _Verdict(Status.rejected, self.flags[Flag.no_custom_kernel])
         if not cmp.ok:
-            said = f"{where} of {opts.trials}" if not repeat else f"trial {i + 1} of {opts.trials}: {REPEAT_SAID}"
+            first = where.removesuffix(", second call") + (f" of {opts.trials}" if where.startswith("trial") else "")
+            said = f"{first}: {REPEAT_SAID}" if repeat else first
             self.trials.append(
                 TrialReport(
                     seed=seed, ok=False, max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, message=cmp.message

@@ -36,7 +36,7 @@ from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder, 
 from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 from kernelsmith.evaluate.measuring.baselines import BaselineTimer
 from kernelsmith.evaluate.options import EvalOptions
-from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, set_precision, synchronize
+from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, set_precision, synchronize, task_shapes
 from kernelsmith.evaluate.sandboxing.process import kill_strays
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 from kernelsmith.task import load_module
@@ -89,6 +89,10 @@ class Judge:
             for name in ("Model", "get_inputs"):
                 if not hasattr(module, name):
                     raise TaskLoadError(f"the task defines no {name}")
+            try:
+                task_shapes(module)
+            except ValueError as exc:
+                raise TaskLoadError(f"the task's {exc}") from None
             self.tasks[task_hash] = module
         return self.tasks[task_hash]
 

@@ -174,7 +174,7 @@ class Sandbox(TrialMixin):
         while True:
             msg = self.chan.recv()
             if msg["op"] == "trial":
-                if not self.trial(msg["seed"]):
+                if not self.trial(msg["seed"], msg.get("sizes")):
                     return
             elif msg["op"] == "time":
                 if not self.time(msg["seed"], EvalOptions(**msg["options"]), bool(msg.get("graph"))):

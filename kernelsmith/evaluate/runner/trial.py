@@ -23,7 +23,7 @@ import torch
 from kernelsmith.evaluate.measuring.activity import Activity, ActivityRecorder
 from kernelsmith.evaluate.runner import poison
 from kernelsmith.evaluate.runner.watch import new_threads
-from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, synchronize
+from kernelsmith.evaluate.runtime import at_sizes, make_inputs, refill_inputs, synchronize
 
 if TYPE_CHECKING:
     from kernelsmith.evaluate.runner.watch import LaunchCounter
@@ -73,9 +73,14 @@ class TrialMixin:
     def send_outputs(self, op: str, leaves: list, inputs: list, **extra) -> bool:
         raise NotImplementedError
 
-    def trial(self, seed: int) -> bool:
+    def trial(self, seed: int, sizes: dict[str, int] | None = None) -> bool:
         """One correctness trial (see the module's docstring): "outputs" for the first call, and once the
-        judge has acknowledged it, "repeat" for the second."""
+        judge has acknowledged it, "repeat" for the second. `sizes`: the task's named sizes at another shape
+        of its SHAPES, set in its module for the trial (as the judge sets them in its own)."""
+        with at_sizes(self.task, sizes):
+            return self._trial(seed)
+
+    def _trial(self, seed: int) -> bool:
         try:
             inputs = make_inputs(self.task, seed, self.device)
             poison.fill_free_memory(self.device, self.out_sizes)
