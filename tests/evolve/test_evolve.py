@@ -21,6 +21,7 @@ from test_cli import ks_here
 from kernelsmith.errors import UserError
 from kernelsmith.evolve.config import load_config
 from kernelsmith.evolve.engine import Engine
+from kernelsmith.evolve.program import improves_on
 from kernelsmith.evolve.store import RunStore
 from kernelsmith.llm import LLMClient, ScriptedServer
 from kernelsmith.task import Task
@@ -137,7 +138,11 @@ def test_run_improves_on_its_seed_and_survives_bad_replies(cpu_pool, tmp_path):
         "no_program": 1,
         "rejected": 1,
     }
-    assert summary["best"]["program_id"] in (fast.id, programs[6].id) and summary["best"]["status"] == "correct"
+    # the best moves off the seed only where a later success beats it beyond both programs' noise (on a
+    # loaded 2-core host the interpreter's spread can swallow the gain: then the seed stays, by the rule)
+    beats = [p for p in (fast, programs[6]) if improves_on(p, seed, store.noise_floors())]
+    assert summary["best"]["program_id"] in ([p.id for p in beats] or [seed.id])
+    assert summary["best"]["status"] == "correct"
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["best"] == summary["best"] and on_disk["stop_reason"] == "done"
     best_py = (tmp_path / "run" / "best.py").read_text()
