@@ -127,7 +127,9 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         env["KERNELSMITH_SANDBOX_LAYERS"] = layers
     else:
         env.pop("KERNELSMITH_SANDBOX_LAYERS", None)
-    order = [*ESCAPES.values(), HONEST]
+    # two honest ones first: a judge's first sandbox and first spare are spawned while its template imports,
+    # so that every escape runs in a sandbox forked from the template where the layers allow one
+    order = [HONEST, HONEST, *ESCAPES.values(), HONEST]
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, device, str(SOFTMAX), *map(str, order)],
         env=env,
@@ -182,7 +184,16 @@ def _contained_report(r: EvalResult) -> str:
     error = r.error or ""
     assert r.status == Status.runtime_error and "escape report:" in error, r
     assert "ESCAPED" not in error, f"an escape got through:\n{error}"
+    _started_as_the_layers_allow(r)
     return error
+
+
+def _started_as_the_layers_allow(r: EvalResult) -> None:
+    """Without bubblewrap a sandbox is forked from the judge's template (bubblewrap's PID namespace of its
+    own needs a spawned one): the escapes must get through neither."""
+    assert r.containment is not None
+    layers = r.containment["layers"]
+    assert r.containment["start"] == ("spawned" if layers.get("bwrap", "").startswith("on") else "forked"), layers
 
 
 def test_all_five_guarantees_are_claimed(run):
@@ -191,11 +202,13 @@ def test_all_five_guarantees_are_claimed(run):
     r = _result(run, "honest")
     assert r.containment is not None
     assert all(v == "holds" for v in r.containment["guarantees"].values()), r.containment
+    _started_as_the_layers_allow(r)
 
 
 def test_secrets_of_the_launching_process_stay_out_of_reach(run):
     r = _result(run, "secrets")
     assert r.status == Status.runtime_error, r
+    _started_as_the_layers_allow(r)
     error = r.error or ""
     assert CANARY[1] in error, f"the canary is missing: the test proves nothing\n{r}"
     for name, value in SECRETS.items():
@@ -227,7 +240,7 @@ def test_no_network_even_on_loopback(run):
 
 
 def test_no_process_left_running(run):
-    _result(run, "processes")
+    _started_as_the_layers_allow(_result(run, "processes"))
     assert not run.survivors, f"processes left running after the evaluation: {run.survivors}"
 
 

@@ -137,7 +137,7 @@ class Evaluation(CorrectnessStages, TimingStages):
             return self.verdict(Status.runtime_error, _out_of_memory(exc), infra_error=True)
         finally:
             sb.close()
-            kill_strays({s.proc.pid for s in j.spares})
+            kill_strays(j.own_pids())
             j.top_up_spares(1)
             j.warm_spares()  # their GPU warm-up now, between evaluations
 
@@ -229,7 +229,8 @@ class Evaluation(CorrectnessStages, TimingStages):
         # busy machine a start can take longer than a short candidate time limit.
         sb.wait_ready(time.monotonic() + j.SANDBOX_START_LIMIT)
         contained = sb.containment()
-        self.base["containment"] = contained.summary()
+        # forked from the judge's template (imports done) or spawned: the same layers either way
+        self.base["containment"] = {**contained.summary(), "start": "forked" if sb.forked else "spawned"}
         if contained.mode == "strict" and not contained.holds_all():
             raise ContainmentError(
                 "KERNELSMITH_SANDBOX=strict: the sandbox could not apply its containment: "

@@ -39,6 +39,7 @@ from kernelsmith.evaluate.options import EvalOptions
 from kernelsmith.evaluate.runtime import make_inputs, refill_inputs, set_precision, synchronize, task_shapes
 from kernelsmith.evaluate.sandboxing.process import kill_strays
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.template_handle import Template
 from kernelsmith.task import load_module
 
 
@@ -56,10 +57,11 @@ class Judge:
     CUDA_SPARES = 2
     SANDBOX_START_LIMIT = 300.0  # seconds for a sandbox to import torch and triton and say ready
 
-    def __init__(self, device: str, tmp: Path, spares: list[SandboxHandle]):
+    def __init__(self, device: str, tmp: Path, spares: list[SandboxHandle], template: Template | None = None):
         self.device = device
         self.tmp = tmp
         self.spares = spares
+        self.template = template  # forks sandboxes with their imports done, once it has done its own
         set_precision()  # the reference, its float64 run and torch.compile at the evaluation's precision
         self.gpu_uuid: str | None = None  # which physical GPU: several of one model look alike by name
         if device == "cuda":
@@ -104,7 +106,7 @@ class Judge:
                 sb = cand
             else:
                 cand.close()
-        sb = sb or SandboxHandle(self.device, self.tmp)
+        sb = sb or SandboxHandle(self.device, self.tmp, template=self.template)
         # Warm the next ones while this one runs. On the CPU they share cores with the candidate,
         # which only adds noise to timings that say little there anyway (docs/benchmarks.md).
         self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)
@@ -112,7 +114,7 @@ class Judge:
 
     def top_up_spares(self, n: int) -> None:
         while len(self.spares) < n:
-            self.spares.append(SandboxHandle(self.device, self.tmp, hold_warm_up=self.overlap))
+            self.spares.append(SandboxHandle(self.device, self.tmp, hold_warm_up=self.overlap, template=self.template))
 
     def warm_spares(self) -> None:
         """The word to warm up, given to every spare: between evaluations, when nothing is timed."""
@@ -240,7 +242,7 @@ class Judge:
         try:
             return ncu_stage.profile(req["task_source"], req["candidate_source"], float(req.get("timeout", 120.0)))
         finally:
-            kill_strays({s.proc.pid for s in self.spares})
+            kill_strays(self.own_pids())
 
     @staticmethod
     def forward_nosync(model, inputs):
@@ -309,7 +311,13 @@ class Judge:
                 return Comparison(False, cmp.max_abs_err, cmp.max_rel_err, changed)
         return cmp
 
+    def own_pids(self) -> set[int]:
+        """This judge's children that are no candidate's strays: its spares and its template."""
+        return {s.proc.pid for s in self.spares} | ({self.template.proc.pid} if self.template else set())
+
     def close(self) -> None:
         for sb in self.spares:
             sb.close()
+        if self.template is not None:
+            self.template.close()
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -15,6 +15,7 @@ from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.runtime import excerpt
 from kernelsmith.evaluate.sandboxing.containment import ContainmentError
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.template_handle import Template
 
 
 def evaluate(judge: Judge, req: dict) -> dict:
@@ -33,8 +34,8 @@ def evaluate(judge: Judge, req: dict) -> dict:
         return {"op": "internal_error", "error": excerpt(exc, limit=6000)}
 
 
-def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle]) -> None:
-    judge = Judge(device, tmp, spares)
+def serve(chan: Channel, device: str, tmp: Path, spares: list[SandboxHandle], template: Template | None = None) -> None:
+    judge = Judge(device, tmp, spares, template)
     chan.send({"op": "ready", "gpu_name": judge.gpu_name, "torch_version": judge.torch_version})
     try:
         while True:

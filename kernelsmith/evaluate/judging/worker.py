@@ -18,6 +18,7 @@ from pathlib import Path
 from kernelsmith.evaluate.protocol import Channel
 from kernelsmith.evaluate.sandboxing.process import become_subreaper, die_with_parent
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
+from kernelsmith.evaluate.sandboxing.template_handle import Template, use_template
 
 
 def main() -> None:
@@ -31,10 +32,12 @@ def main() -> None:
     become_subreaper()  # before any sandbox exists, so its orphans re-parent to us
     tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
     first = SandboxHandle(args.device, tmp)
+    # Forks the next sandboxes with their imports done; the first is spawned, as the template imports beside it.
+    template = Template(args.device, tmp, tmp / "template.log") if use_template() else None
 
     from kernelsmith.evaluate.judging.service import serve  # torch: seconds to import
 
-    serve(Channel(Connection(args.fd)), args.device, tmp, [first])
+    serve(Channel(Connection(args.fd)), args.device, tmp, [first], template)
     sys.stdout.flush()
     os._exit(0)
 

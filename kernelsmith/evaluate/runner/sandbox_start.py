@@ -13,6 +13,19 @@ import argparse
 import os
 
 
+def start(fd: int, device: str, layers: list[str], uid: int | None) -> None:
+    """Contain this process (the layers that come before torch's threads), then be the sandbox. Also
+    the start of a sandbox forked from a template (runner/template.py), whose imports are done."""
+    from kernelsmith.evaluate.sandboxing.containment import apply_early, enter_pid_namespace  # standard library only
+
+    early = {"pidns": enter_pid_namespace(fd)} if "pidns" in layers else {}
+    early.update(apply_early(layers, os.getcwd(), device))
+
+    from kernelsmith.evaluate.runner import sandbox  # torch, triton
+
+    sandbox.main(fd, device, layers, uid, early)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fd", type=int, required=True)
@@ -20,16 +33,7 @@ def main() -> None:
     ap.add_argument("--layers", default="", help="containment layers to apply in the process")
     ap.add_argument("--uid", type=int, default=None, help="drop to this uid/gid once CUDA is up")
     args = ap.parse_args()
-    layers = [n for n in args.layers.split(",") if n]
-
-    from kernelsmith.evaluate.sandboxing.containment import apply_early, enter_pid_namespace  # standard library only
-
-    early = {"pidns": enter_pid_namespace(args.fd)} if "pidns" in layers else {}
-    early.update(apply_early(layers, os.getcwd(), args.device))
-
-    from kernelsmith.evaluate.runner import sandbox  # torch, triton
-
-    sandbox.main(args.fd, args.device, layers, args.uid, early)
+    start(args.fd, args.device, [n for n in args.layers.split(",") if n], args.uid)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import kernelsmith
 from kernelsmith.device import KINETO_QUIET
@@ -168,7 +168,16 @@ def tree_rss(pid: int) -> int:
     return sum(rss_bytes(p) for p in _walk(_children_map(), pid))
 
 
-def kill_tree(proc: subprocess.Popen, extra_pids: list[int] | None = None) -> None:
+class Proc(Protocol):
+    """What kill_tree needs of a process: a Popen, or a sandbox forked from a template."""
+
+    pid: int
+    returncode: int | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def kill_tree(proc: Proc, extra_pids: list[int] | None = None) -> None:
     """SIGKILL the process, its group, every descendant and any `extra_pids`; reap the process."""
     import psutil
 

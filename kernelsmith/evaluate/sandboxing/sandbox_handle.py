@@ -21,6 +21,7 @@ from kernelsmith.evaluate.sandboxing.process import (
     spawn_python,
     tree_rss,
 )
+from kernelsmith.evaluate.sandboxing.template_handle import PER_SANDBOX, ForkedSandbox, Template, TemplateError
 
 
 class SandboxFailure(Exception):
@@ -44,6 +45,18 @@ def sandbox_cache_env(workdir: Path) -> dict[str, str]:
     }
 
 
+def _forked(
+    template: Template, workdir: Path, env: dict[str, str], layers: list[str], uid: int | None, chan: int, log: int
+) -> ForkedSandbox | None:
+    """A sandbox forked from `template` with the variables that differ from the template's own (its
+    scratch directory's, Triton's interpreter flag); None when the template cannot fork it."""
+    own = {k: v for k, v in env.items() if k in PER_SANDBOX}
+    try:
+        return template.start(workdir, own, layers, uid, chan, log)
+    except TemplateError:
+        return None
+
+
 class SandboxHandle:
     LOG_TAIL = 3000
 
@@ -54,6 +67,7 @@ class SandboxHandle:
         extra_env: dict[str, str] | None = None,
         interpret: bool = True,
         hold_warm_up: bool = False,
+        template: Template | None = None,
     ):
         """`extra_env`: variables for this sandbox (a builder's compiler settings). `interpret`:
         on the CPU, run Triton kernels in Triton's interpreter (a builder runs none).
@@ -61,7 +75,9 @@ class SandboxHandle:
         A sandbox starts in two steps: it imports torch and triton (host work), then, on the word
         `warm()`, warms up (the CUDA context, the profiler's first window, the spin clock: work on the
         GPU) and says it is ready. `hold_warm_up`: the word waits for `warm()` (a judge's spare, so
-        that its GPU warm-up never runs beside a timed call); else it is given at once."""
+        that its GPU warm-up never runs beside a timed call); else it is given at once. `template`: a
+        ready template forks it with its imports done (template_handle.py); bubblewrap's sandboxes are
+        spawned, as are all while the template is still importing or gone."""
         self.device = device
         parent, child = socket.socketpair()
         self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
@@ -88,7 +104,11 @@ class SandboxHandle:
             else []
         )
         with open(self.log_path, "wb") as log:
-            self.proc = spawn_python(
+            self.proc = (
+                _forked(template, self.workdir, env, layers, self.uid, child.fileno(), log.fileno())
+                if template is not None and not wrapper and template.is_ready()
+                else None
+            ) or spawn_python(
                 "kernelsmith.evaluate.runner.sandbox_start",
                 args,
                 env=env,
@@ -98,6 +118,7 @@ class SandboxHandle:
                 stderr=log,  # pyright: ignore[reportArgumentType]  # as stdout
                 wrapper=wrapper,
             )
+        self.forked = isinstance(self.proc, ForkedSandbox)
         child.close()
         self.chan = Channel(Connection(os.dup(parent.fileno())))
         parent.close()
