@@ -8,11 +8,11 @@ pair of PLAN (a task file of benchmarks/microsecond/, one per operator, at the s
 in it), in this one process:
 
 * --evals verdicts with the L2 flushed before every call (the default) and --warm-evals with
-  l2="warm", through EvalPool(workers=1). Every verdict is given use_baseline_cache=False, so each one
-  times the reference afresh: the speedups are independent ratios, and the reference's spread between
-  evaluations is measured too. (With the cache, one measurement of the reference would stand in every
-  later verdict; and a verdict with use_baseline_cache=False neither reads nor writes it, so "no cache
-  for the first, cached after" would measure the reference twice and reuse the second.) Each verdict
+  l2="warm", through EvalPool(workers=1). Every verdict is given use_baseline_cache=False and
+  reuse_baselines=False, so each one times the reference afresh: the speedups are independent ratios,
+  and the reference's spread between evaluations is measured too. (With the cache, or with the judge's
+  own memory of the figures it measured, one measurement of the reference would stand in every later
+  verdict; and a verdict with use_baseline_cache=False neither reads nor writes the file.) Each verdict
   runs in a fresh sandbox that compiles the kernel anew. torch.compile is off: not what this measures,
   and its compilation would cost ~10 s a verdict.
 * Beside them, timers of the same forwards that share no code with the harness (timing_independent.py):
@@ -310,7 +310,7 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def _options(device: str, l2: str) -> EvalOptions:
-    return EvalOptions(device=device, use_baseline_cache=False, compile_baseline=False, l2=l2)
+    return EvalOptions(device=device, use_baseline_cache=False, reuse_baselines=False, compile_baseline=False, l2=l2)
 
 
 def agreement(cold: dict, warm: dict, independent: dict) -> dict:

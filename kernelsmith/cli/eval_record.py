@@ -85,7 +85,7 @@ def verdict_table(result: EvalResult, task_name: str, candidate_name: str, profi
         "seconds",
         f"{s.total:.2f} total (build {s.build:.2f}, worker start {s.worker_wait:.2f}, load {s.load:.2f}, "
         f"correctness {s.correctness:.2f}, "
-        f"baseline {s.baseline:.2f}{' cached' if result.baseline_cached else ''}, "
+        f"baseline {s.baseline:.2f}{_reused(result)}, "
         + (f"settle {s.settle:.2f}, " if s.settle >= 0.005 else "")
         + f"timing {s.timing:.2f})",
     )
@@ -127,7 +127,15 @@ def _time_rows(table: Table, result: EvalResult) -> None:
             how += f"; judge's clock {_fmt(j.per_call_ms, ' ms', 4)} a call over {counted(j.calls, 'call', 'calls')}"
         table.add_row("timing", how)
     if result.baseline_unsteady:
-        table.add_row("baseline", f"not cached, too spread: {result.baseline_unsteady}")
+        again = ", measured for an earlier verdict of this run" if result.baseline_source == "this run" else ""
+        table.add_row("baseline", f"not cached, too spread{again}: {result.baseline_unsteady}")
+
+
+def _reused(result: EvalResult) -> str:
+    """Where reused baselines came from, as the seconds row says it ('' where they were measured)."""
+    if result.baseline_source in ("this run", "cache"):
+        return f" ({result.baseline_source})"
+    return " cached" if result.baseline_cached else ""
 
 
 def _times(device_ms: float | None, eager_ms: float | None) -> str:

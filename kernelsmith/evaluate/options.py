@@ -84,8 +84,12 @@ class EvalOptions(BaseModel):
     # operators for part of the work and fails one whose own kernels do none of the reference's
     # work; "none" fails any library compute in forward.
     torch_ops: Literal["partial", "none"] = "partial"
-    # False (--no-cache): the baseline cache is neither read nor written.
+    # False (--no-cache): the baseline cache is neither read nor written. The judge still times a
+    # task's baselines once and compares its later candidates against the same figures.
     use_baseline_cache: bool = True
+    # False: this verdict times the reference and torch.compile anew, taking neither the cache's figures
+    # nor those the judge measured for an earlier verdict (a benchmark of the baselines' own spread).
+    reuse_baselines: bool = True
     # Device time with the L2 flushed before every call ("cold", the default: no call finds its inputs
     # left in the cache by the one before) or not ("warm": as in a stream of back-to-back kernels).
     l2: Literal["cold", "warm"] = "cold"

@@ -187,7 +187,11 @@ class EvalResult(BaseModel):
     eager_timing: TimingStats | None = None
     reference_eager_timing: TimingStats | None = None
     compile_eager_timing: TimingStats | None = None
+    # The baselines were reused, not measured for this verdict; baseline_source says from where:
+    # "measured" (for this verdict), "this run" (by the same judge process for an earlier verdict, kept
+    # whatever its steadiness or cache setting), "cache" (the per-card cache file). None: not timed.
     baseline_cached: bool = False
+    baseline_source: Literal["measured", "this run", "cache"] | None = None
     baseline_unsteady: str | None = None  # the baseline spread too far to be cached: which figure, how far
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)

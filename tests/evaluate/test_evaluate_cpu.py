@@ -303,14 +303,16 @@ def test_the_verdict_names_its_timing_method_and_carries_both_figures(cpu_pool):
 
 
 def test_no_cache_neither_reads_nor_writes_the_baseline_cache(cpu_pool, cache_dir):
-    """`--no-cache`: the cache file (and its WAL) stay byte-identical; the baseline is measured anew."""
+    """`--no-cache`: the cache file (and its WAL) stay byte-identical; the judge's own figures for the
+    task, measured for the first verdict, are reused (tests/evaluate/test_baselines_cpu.py)."""
     first = run(cpu_pool, "elementwise_task", "elementwise_triton")
     assert first.success, describe(first)
     files = sorted(cache_dir.glob("baselines.sqlite*"))
     before = {p.name: p.read_bytes() for p in files}
     opts = cpu_pool.options.model_copy(update={"use_baseline_cache": False})
     r = run(cpu_pool, "elementwise_task", "elementwise_triton", opts)
-    assert r.success and not r.baseline_cached, describe(r)
+    assert r.success and r.baseline_cached and r.baseline_source != "measured", describe(r)
+    assert r.reference_timing == first.reference_timing
     assert {p.name: p.read_bytes() for p in sorted(cache_dir.glob("baselines.sqlite*"))} == before
 
 

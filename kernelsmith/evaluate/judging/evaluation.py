@@ -206,7 +206,7 @@ class Evaluation(CorrectnessStages, TimingStages):
         """The stages in order; each raises _Verdict (or SandboxFailure) to end the evaluation."""
         self._load(sb, task_source, candidate_source)
         self.j.memory_note("load")
-        cached = self._baselines()
+        source = self._baselines()
         self.j.memory_note("baselines")
         self._correctness(sb)
         self.j.memory_note("correctness")
@@ -219,7 +219,7 @@ class Evaluation(CorrectnessStages, TimingStages):
             clock = self._batch(sb, timed.device)
         finally:  # a timing run that ended the evaluation counts up to its end
             self.stages.timing = time.monotonic() - t_corr - self.stages.settle
-        return self._final(timed, clock, cached)
+        return self._final(timed, clock, source)
 
     def _load(self, sb: SandboxHandle, task_source: str, candidate_source: str) -> None:
         """A warm sandbox, its containment checked, the job sent; the reference built here while
@@ -262,12 +262,13 @@ class Evaluation(CorrectnessStages, TimingStages):
         finally:  # a load that ended the evaluation counts up to its end
             stages.load = time.monotonic() - self.t0 - stages.static - stages.worker_wait - staging - self.build_used
 
-    def _baselines(self) -> bool:
-        """The reference's (and torch.compile's) timings, cached per task and GPU; the task's own
-        notes. Returns whether they came from the cache."""
+    def _baselines(self) -> str:
+        """The reference's (and torch.compile's) timings, measured once per task by this judge and
+        cached per task and GPU; the task's own notes. Returns where they came from ("measured",
+        "this run", "cache")."""
         j, opts, stages = self.j, self.opts, self.stages
         t_load = time.monotonic()
-        self.baseline, cached = j.baselines(self.task, self.task_hash, self.ref_model, opts)
+        self.baseline, source = j.baselines(self.task, self.task_hash, self.ref_model, opts)
         self.ref_activity = Activity.from_message(self.baseline.get("activity") or {})
         if self.baseline.get("aliases_input"):
             self.notes[TaskNote.output_aliases_input] = "the reference returns (a view of) one of its inputs"
@@ -279,7 +280,7 @@ class Evaluation(CorrectnessStages, TimingStages):
             )
         stages.baseline = time.monotonic() - t_load
         self.deadline += stages.baseline  # the judge's own time is not the candidate's
-        return cached
+        return source
 
 
 def _failure(msg: dict) -> tuple[Status, str]:

@@ -277,7 +277,7 @@ class TimingStages:
 
     # -- the verdict's times ----------------------------------------------------------------------
 
-    def _final(self, timed: Timed, clock: JudgeTiming, cached: bool) -> EvalResult:
+    def _final(self, timed: Timed, clock: JudgeTiming, source: str) -> EvalResult:
         j, b = self.j, self.baseline
         cand = timed.device
         basis = BASIS.get(cand.method or "", "synced_call")
@@ -335,7 +335,8 @@ class TimingStages:
             eager_timing=timed.eager,
             reference_eager_timing=ref_e,
             compile_eager_timing=comp_e,
-            baseline_cached=cached,
+            baseline_cached=source != "measured",
+            baseline_source=source,
             baseline_unsteady=b.get("unsteady"),
             compile_baseline_error=b.get("compile_error"),
             reference_kernels=ref_records,

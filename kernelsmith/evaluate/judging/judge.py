@@ -180,10 +180,11 @@ class Judge:
         synchronize(self.device)
         return out
 
-    def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, bool]:
+    def baselines(self, task, task_hash: str, model, opts: EvalOptions) -> tuple[dict, str]:
         """The reference's and torch.compile's figures (kernelsmith.evaluate.measuring.baselines), with the
         task's bytes, FLOPs, the kernels (or aten ops) one reference call runs, and whether its output
-        aliases an input; cached per task and GPU when steady."""
+        aliases an input; measured once per task in this process, cached per task and GPU when steady;
+        and where they came from ("measured", "this run" or "cache")."""
         return self.timer.measure(task, task_hash, model, opts, self.run_reference, self.settle)
 
     def settle(self) -> None:
