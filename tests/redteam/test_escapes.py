@@ -127,9 +127,10 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         env["KERNELSMITH_SANDBOX_LAYERS"] = layers
     else:
         env.pop("KERNELSMITH_SANDBOX_LAYERS", None)
-    # two honest ones first: a judge's first sandbox and first spare are spawned while its template imports,
-    # so that every escape runs in a sandbox forked from the template where the layers allow one
-    order = [HONEST, HONEST, *ESCAPES.values(), HONEST]
+    # three honest ones first: a judge's first sandbox and its first spares (two on a GPU) are spawned while
+    # its template imports, so that every escape runs in a sandbox forked from the template where the
+    # layers allow one (on the H100, 2026-12-07, the secrets escape came third, spawned)
+    order = [HONEST, HONEST, HONEST, *ESCAPES.values(), HONEST]
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, device, str(SOFTMAX), *map(str, order)],
         env=env,
