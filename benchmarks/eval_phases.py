@@ -9,7 +9,8 @@ Three measurements, in this order, on one warm pool (`EvalPool`, one worker) as 
 (b) per task (benchmarks/tasks/NAME.py with NAME_triton.py): its first candidate ("cold": the cache
     folder, KERNELSMITH_CACHE_DIR, is a fresh temporary one, so its baselines are measured; they are
     stored when steady, as in a search) and --warm more evaluations of the same candidate ("warm": the
-    baselines come from the cache, `baseline_cached`, unless they were too unsteady to be stored). Each
+    baselines come from the cache, `baseline_cached`, unless they were too unsteady to be stored; on CUDA
+    the first cold one also measures the card's ceilings for the roofline, outside every stage). Each
     keeps its `EvalResult.stages` (StageSeconds: static, build, worker_wait, load, correctness,
     baseline, settle, timing, total) and the wall time of `pool.submit(...).result()`. The first
     task's cold wall is counted from the end of (a).
