@@ -141,6 +141,8 @@ def _region_table(done: Optimized) -> Table:
 
 def _say_outcome(done: Optimized) -> None:
     console.print(_region_table(done))
+    if done.evaluations is not None:  # the searches' pace, every run of them (evolve/pace.py)
+        console.print(shown(done.evaluations.line()))
     if done.start_advice:  # once, not in every row without a start
         console.print(f"[yellow]{shown(done.start_advice)}[/]")
     others = [r.note or "" for r in done.regions if not r.searched]

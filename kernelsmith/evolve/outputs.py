@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from kernelsmith.evolve.config import EvolveConfig
+from kernelsmith.evolve.pace import pace_of
 from kernelsmith.evolve.program import Program
 from kernelsmith.evolve.store import NOISE_FLOOR, RunStore
 from kernelsmith.task import Task
@@ -124,6 +125,8 @@ def write_summary(
         # the method floors of kernelsmith.evaluate.measuring.noise hold
         "noise_floor": store.get_meta(NOISE_FLOOR),
     }
+    # evaluations judged, a minute of search time, and their time per phase (evolve/pace.py)
+    summary["evaluations"] = pace_of(store.eval_records(), summary["elapsed_s"]).model_dump()
     store.set_meta("elapsed_s", summary["elapsed_s"])
     _atomic_write(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     if best is not None:

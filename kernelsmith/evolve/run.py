@@ -16,6 +16,7 @@ from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.config import EvolveConfig, load_config
 from kernelsmith.evolve.engine import Engine, Event, Resumed, shown_status
 from kernelsmith.evolve.outputs import write_summary
+from kernelsmith.evolve.pace import Pace
 from kernelsmith.evolve.program import Program, score_of
 from kernelsmith.identity import program_hash
 from kernelsmith.llm import LLMClient
@@ -206,6 +207,7 @@ def run_evolve(
             f"{counted(summary['prompt_tokens'] + summary['completion_tokens'], 'token')}, ${summary['cost']:.4f}"
         )
     )
+    say(escape(Pace.model_validate(summary["evaluations"]).line()))
     if best:
         speed = f"{best['speedup']:.3g}x vs the reference" if best["speedup"] is not None else "correct"
         if (

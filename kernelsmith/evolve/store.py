@@ -246,6 +246,13 @@ class RunStore:
     def all(self) -> list[Program]:
         return self._query("SELECT * FROM programs ORDER BY id")
 
+    def eval_records(self) -> list[dict | None]:
+        """Every program's verdict record (`eval`; None where it holds no program), in id order."""
+        return [
+            json.loads(r[0]) if r[0] is not None else None
+            for r in self.db.execute("SELECT eval FROM programs ORDER BY id")
+        ]
+
     def recent(self, n: int, island: int | None = None) -> list[Program]:
         """The last `n` programs stored (on one island), newest first."""
         if island is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelsmith.evolve.pace import combined
 from kernelsmith.optimize.breakdown import eager_time, time_rows
 from kernelsmith.optimize.budget import TIME_LIMIT, shown_time, stop_said
 from kernelsmith.optimize.plan import Region
@@ -135,6 +136,8 @@ def summarize(
     passed, reason = verdict_line(patch, small)
     crashed = {name for name, rs in states.items() if rs.crashed}
     startless = [o.name for o in outcomes if o.searched and o.start is None and o.name not in crashed]
+    search_total_s = sum(o.elapsed_s or 0.0 for o in outcomes)
+    ran = [info.pace for r in regions if r.searched and (info := infos.get(r.name)) is not None and info.exists]
     return Optimized(
         entry=manifest["entry"],
         device=device,
@@ -143,7 +146,8 @@ def summarize(
         profiled_ms=span(manifest.get("profiled_us"), 1e-3),
         wall_ms=span(manifest.get("wall_ms")),
         budget_s=budget_s,
-        search_total_s=sum(o.elapsed_s or 0.0 for o in outcomes),
+        search_total_s=search_total_s,
+        evaluations=combined(ran, search_total_s) if ran else None,
         regions=outcomes,
         time_rows=time_rows(outcomes, patch, manifest.get("measure") or ""),
         time_unit="ms" if eager_time(patch, manifest.get("measure") or "") is not None else "share",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelsmith.evolve.pace import Pace
+
 
 class Record(BaseModel):
     """A record optimize.json keeps: an infinite figure (a prediction's bound) is written "Infinity" and read
@@ -113,6 +115,8 @@ class Optimized(Record):
     slots: int = 1  # searches at once
     search_s: float = 0.0  # this run's searching, wall time
     search_total_s: float = 0.0  # the regions' search time over every run of them, summed (their elapsed_s)
+    # the regions' evaluations over every run: judged, a minute of search_total_s, time per phase (evolve/pace.py)
+    evaluations: Pace | None = None
     capture_s: float | None = None
     regions: list[RegionOutcome] = Field(default_factory=list)
     time_rows: list[TimeRow] = Field(default_factory=list)  # where the forward's time went (they add up)

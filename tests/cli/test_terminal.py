@@ -45,6 +45,10 @@ def test_evolve_progress_quiet_and_runs_listing(tmp_path):
     ):
         assert line in out, (line, out)
     assert "2/2" in out and "ETA" in out and "correct 3" in out  # the bar's final state, counts per status
+    # issue 56: the search's pace, in one line and in summary.json (the noise floor's repeats are no programs)
+    pace = json.loads((runs / "elementwise" / "summary.json").read_text())["evaluations"]
+    assert pace["count"] == 3 and pace["per_minute"] > 0 and pace["phases"]["correctness"] > 0, pace
+    assert "evaluations: 3 judged, " in out and " a minute of search time; their time: " in out, out
     report = runs / "elementwise" / "report.html"
     assert f"report: {report}" in " ".join(out.split()) and report.is_file()  # evolve writes it at the end
     again = ks("report", runs / "elementwise", "--out", tmp_path / "again.html")

@@ -17,6 +17,7 @@ from test_report import browser, count, open_page  # noqa: F401  (browser: the f
 
 import kernelsmith.cli.optimize as cli
 import kernelsmith.optimize.run as run
+from kernelsmith.evolve.pace import combined, pace_of
 from kernelsmith.optimize.breakdown import REST, time_rows
 from kernelsmith.optimize.options import OptimizeOptions
 from kernelsmith.optimize.page import write_page
@@ -90,6 +91,9 @@ def _optimized(tmp_path: Path) -> Optimized:
         budget_s=60.0,
         search_s=0.004,
         search_total_s=78.0,
+        evaluations=combined(
+            [pace_of([{"stages": {"correctness": 1.0, "timing": 3.0, "total": 4.0}}] * 26, 78.0)], 78.0
+        ),
         capture_s=2.5,
         regions=regions,
         time_rows=time_rows(regions, _patch(), "CPU time"),
@@ -108,6 +112,7 @@ def test_the_advice_for_regions_without_a_start_is_said_once(monkeypatch, tmp_pa
     widest = max(len(line) for line in text.splitlines())
     assert widest < 220, widest  # 300-450 with the advice in every row
     assert "budget 1m, searched 1m18s over every run" in text and "9 iterations, 26s of 20s" in text, text
+    assert "evaluations: 26 judged, 20 a minute of search time; their time: timing 75%, correctness 25%" in text, text
     assert start_advice(["rope"], "cuda").endswith("an LLM (--model with --llm-base-url)")  # no --device cuda
 
 
