@@ -20,6 +20,13 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="ks-test-cache-")
 _PREVIOUS_CACHE_DIR = os.environ.get("KERNELSMITH_CACHE_DIR")
 os.environ["KERNELSMITH_CACHE_DIR"] = _CACHE_DIR
 
+# The suite's sandboxes get the layers of a host without bubblewrap, as GPU images are: every guarantee
+# still holds (pidns, landlock, seccomp: tests/redteam/test_escapes.py's "cpu-without-bwrap"), and the
+# sandboxes are forked from the judge's template, the path a GPU user's evaluations take (a spawned one
+# costs `import torch, triton` each). Bubblewrap's own path: the escape set's "cpu-all-layers" and
+# tests/evaluate/test_containment.py, which set or clear the variable themselves. A caller's choice wins.
+os.environ.setdefault("KERNELSMITH_SANDBOX_LAYERS", "pidns,landlock,seccomp")
+
 # Honest candidates get plenty of time; the tests of faults pass their own, shorter options.
 POOL_TIMEOUT = 120.0
 MEMORY_LIMIT = "1G"

@@ -49,6 +49,7 @@ class FakeSandbox:
         self.info = {"device_activity": False}
         self.workdir = "/nonexistent"
         self.plan = plan or containment.Plan(device="cpu", mode="auto", on={"bwrap": "x"})
+        self.forked = False  # bubblewrap's sandboxes are spawned
 
     def wait_ready(self, deadline):
         return None
@@ -90,6 +91,7 @@ def test_load_sends_the_job_and_records_containment_and_stage_time():
     ev._load(sb, TASK, "class ModelNew: pass")
     assert sb.sent and sb.sent[0]["op"] == "job" and sb.sent[0]["candidate_source"] == "class ModelNew: pass"
     assert ev.base["containment"]["layers"]["bwrap"].startswith("on")
+    assert ev.base["containment"]["start"] == "spawned"
     assert ev.stages.load >= 0 and ev.ref_model is not None
 
 
