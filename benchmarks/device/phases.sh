@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 56 on a GPU, one device call (~4 min): where an evaluation's time goes (benchmarks/eval_phases.py),
+# sandboxes forked from the judge's template and, for comparison, spawned (KERNELSMITH_SANDBOX_TEMPLATE=0).
+# Under $OUT: forked/ and spawned/ (eval_phases.json), forked.log, spawned.log, machine.log. Carry .whl.
+# Usage: bash benchmarks/device/phases.sh [WARM]
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+WARM=${1:-10}
+mkdir -p "$OUT"
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  git log -1 --format='commit %h %s' 2>/dev/null; } | tee "$OUT/machine.log"
+for mode in forked spawned; do
+  flag=1; [ "$mode" = spawned ] && flag=0
+  KERNELSMITH_SANDBOX_TEMPLATE=$flag timeout 200 python3 benchmarks/eval_phases.py --device cuda --out "$OUT/$mode" \
+    --warm "$WARM" --starts 3 2>&1 | grep -v USDT > "$OUT/$mode.log"
+  echo "== $mode exit ${PIPESTATUS[0]}"; grep -A12 "^# " "$OUT/$mode.log" | head -16
+done
