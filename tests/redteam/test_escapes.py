@@ -127,10 +127,10 @@ def run(request, tmp_path_factory, cache_dir) -> Run:
         env["KERNELSMITH_SANDBOX_LAYERS"] = layers
     else:
         env.pop("KERNELSMITH_SANDBOX_LAYERS", None)
-    # three honest ones first: a judge's first sandbox and its first spares (two on a GPU) are spawned while
-    # its template imports, so that every escape runs in a sandbox forked from the template where the
-    # layers allow one (on the H100, 2026-12-07, the secrets escape came third, spawned)
-    order = [HONEST, HONEST, HONEST, *ESCAPES.values(), HONEST]
+    # without bubblewrap every sandbox of the judge is forked from its template, its first included (on the
+    # H100, 2026-12-07, the first and the first spares were spawned while the template imported, and the
+    # secrets escape ran spawned: a judge now waits for its template instead)
+    order = [*ESCAPES.values(), HONEST]
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, device, str(SOFTMAX), *map(str, order)],
         env=env,

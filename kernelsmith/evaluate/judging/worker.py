@@ -1,7 +1,7 @@
 """Entry point of a judge process.
 
-It starts its first sandbox before importing torch, so the two warm up side by side and a
-one-off `kernelsmith eval` does not wait for them one after the other.
+It starts its sandbox template (or, with bubblewrap, its first sandbox) before importing torch, so
+the two warm up side by side and a one-off `kernelsmith eval` does not wait for them one after the other.
 
     python -m kernelsmith.evaluate.judging.worker --fd N --device cpu|cuda [--parent PID]
 """
@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from kernelsmith.evaluate.protocol import Channel
+from kernelsmith.evaluate.sandboxing import containment
 from kernelsmith.evaluate.sandboxing.process import become_subreaper, die_with_parent
 from kernelsmith.evaluate.sandboxing.sandbox_handle import SandboxHandle
 from kernelsmith.evaluate.sandboxing.template_handle import Template, use_template
@@ -31,13 +32,15 @@ def main() -> None:
         die_with_parent(args.parent)
     become_subreaper()  # before any sandbox exists, so its orphans re-parent to us
     tmp = Path(tempfile.mkdtemp(prefix="ks-judge-"))
-    first = SandboxHandle(args.device, tmp)
-    # Forks the next sandboxes with their imports done; the first is spawned, as the template imports beside it.
-    template = Template(args.device, tmp, tmp / "template.log") if use_template() else None
+    if use_template() and "bwrap" not in containment.plan(args.device).on:
+        # It imports beside the judge; every sandbox, the first included, is forked once it has.
+        template, spares = Template(args.device, tmp, tmp / "template.log"), []
+    else:  # bubblewrap's sandboxes are spawned (their PID namespace comes with the spawn): the first now
+        template, spares = None, [SandboxHandle(args.device, tmp)]
 
     from kernelsmith.evaluate.judging.service import serve  # torch: seconds to import
 
-    serve(Channel(Connection(args.fd)), args.device, tmp, [first], template)
+    serve(Channel(Connection(args.fd)), args.device, tmp, spares, template)
     sys.stdout.flush()
     os._exit(0)
 

@@ -21,7 +21,13 @@ from kernelsmith.evaluate.sandboxing.process import (
     spawn_python,
     tree_rss,
 )
-from kernelsmith.evaluate.sandboxing.template_handle import PER_SANDBOX, ForkedSandbox, Template, TemplateError
+from kernelsmith.evaluate.sandboxing.template_handle import (
+    PER_SANDBOX,
+    START_TIMEOUT_S,
+    ForkedSandbox,
+    Template,
+    TemplateError,
+)
 
 
 class SandboxFailure(Exception):
@@ -77,7 +83,8 @@ class SandboxHandle:
         GPU) and says it is ready. `hold_warm_up`: the word waits for `warm()` (a judge's spare, so
         that its GPU warm-up never runs beside a timed call); else it is given at once. `template`: a
         ready template forks it with its imports done (template_handle.py); bubblewrap's sandboxes are
-        spawned, as are all while the template is still importing or gone."""
+        spawned, as are all once the template is gone; one asked for while the template still imports
+        waits for it (its imports are the ones a spawned sandbox would make)."""
         self.device = device
         parent, child = socket.socketpair()
         self.workdir = Path(tempfile.mkdtemp(prefix="ks-cand-"))
@@ -106,7 +113,7 @@ class SandboxHandle:
         with open(self.log_path, "wb") as log:
             self.proc = (
                 _forked(template, self.workdir, env, layers, self.uid, child.fileno(), log.fileno())
-                if template is not None and not wrapper and template.is_ready()
+                if template is not None and not wrapper and template.is_ready(START_TIMEOUT_S)
                 else None
             ) or spawn_python(
                 "kernelsmith.evaluate.runner.sandbox_start",

@@ -82,15 +82,19 @@ class Template:
         self.ready = False
         self.broken = False
 
-    def is_ready(self) -> bool:
-        """Whether the template has done its imports (never blocks)."""
+    def is_ready(self, wait_s: float = 0.0) -> bool:
+        """Whether the template has done its imports, waiting up to `wait_s` for them (a sandbox forked
+        once they are done starts sooner than one spawned beside them); False if it died."""
         if self.ready or self.broken:
             return self.ready
         with self.lock:
             try:
-                self.ctl.setblocking(False)
+                if wait_s > 0:
+                    self.ctl.settimeout(wait_s)
+                else:
+                    self.ctl.setblocking(False)
                 data = self.ctl.recv(4096)
-            except BlockingIOError:
+            except (BlockingIOError, TimeoutError):
                 return False
             except OSError:
                 data = b""
