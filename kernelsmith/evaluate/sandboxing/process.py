@@ -40,6 +40,18 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def sandbox_cache_env(workdir: Path) -> dict[str, str]:
+    """HOME, TMPDIR and the compiler caches of a sandbox, all inside its scratch directory."""
+    return {
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "TRITON_CACHE_DIR": str(workdir / ".triton" / "cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
+        "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
+        "XDG_CACHE_HOME": str(workdir / ".cache"),
+    }
+
+
 def spawn_python(
     module: str,
     args: list[str],

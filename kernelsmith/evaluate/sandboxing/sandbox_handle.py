@@ -17,6 +17,7 @@ from kernelsmith.evaluate.sandboxing.process import (
     describe_exit,
     kill_tree,
     kill_uid,
+    sandbox_cache_env,
     scrubbed_env,
     spawn_python,
     tree_rss,
@@ -37,18 +38,6 @@ class SandboxFailure(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def sandbox_cache_env(workdir: Path) -> dict[str, str]:
-    """HOME, TMPDIR and the compiler caches of a sandbox, all inside its scratch directory."""
-    return {
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir),
-        "TRITON_CACHE_DIR": str(workdir / ".triton" / "cache"),
-        "TORCHINDUCTOR_CACHE_DIR": str(workdir / ".inductor"),
-        "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
-        "XDG_CACHE_HOME": str(workdir / ".cache"),
-    }
 
 
 def _forked(

@@ -17,18 +17,11 @@ import threading
 import time
 from pathlib import Path
 
-from kernelsmith.evaluate.sandboxing.process import kill_tree, scrubbed_env, spawn_python
+from kernelsmith.evaluate.sandboxing.process import kill_tree, sandbox_cache_env, scrubbed_env, spawn_python
 
-# Set per sandbox, in the forked child: they name its own scratch directory (sandbox_handle.py).
-PER_SANDBOX = (
-    "HOME",
-    "TMPDIR",
-    "TRITON_CACHE_DIR",
-    "TORCHINDUCTOR_CACHE_DIR",
-    "TORCH_EXTENSIONS_DIR",
-    "XDG_CACHE_HOME",
-    "TRITON_INTERPRET",
-)
+# Set per sandbox, in the forked child: its scratch directory's HOME, TMPDIR and compiler caches, and
+# Triton's interpreter flag (sandbox_handle.py).
+PER_SANDBOX = (*sandbox_cache_env(Path()), "TRITON_INTERPRET")
 START_TIMEOUT_S = 300.0
 
 
