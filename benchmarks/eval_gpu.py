@@ -118,7 +118,7 @@ def main() -> None:
                 f"{task:8s} warm pool: "
                 + ", ".join(f"{x['wall_s']:.2f}s" for x in runs)
                 + " | last stages "
-                + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items()),
+                + " ".join(f"{k} {v:.2f}" for k, v in runs[-1]["stages"].items() if isinstance(v, float)),
                 flush=True,
             )
 

@@ -12,8 +12,8 @@ Three measurements, in this order, on one warm pool (`EvalPool`, one worker) as 
     baselines come from the cache, `baseline_cached`, unless they were too unsteady to be stored; on CUDA
     the first cold one also measures the card's ceilings for the roofline, outside every stage). Each
     keeps its `EvalResult.stages` (StageSeconds: static, build, worker_wait, load, correctness,
-    baseline, settle, timing, total) and the wall time of `pool.submit(...).result()`. The first
-    task's cold wall is counted from the end of (a).
+    baseline, settle, timing, total; the timing stage split in `timing_parts`) and the wall time of
+    `pool.submit(...).result()`. The first task's cold wall is counted from the end of (a).
 (c) one sandbox's start, with no pool running: `SandboxHandle` spawned, to its "imported" message
     (python, torch and triton imported, containment applied) and to "ready" (warm-up: the CUDA
     context, the first activity window, the spin clock); beside it a bare `python -c "import torch,
@@ -146,6 +146,12 @@ def sandbox_starts(device: str, n: int) -> dict:
     }
 
 
+def timing_split(runs: list[dict]) -> dict[str, float]:
+    """The median seconds of each part of the timing stage (StageSeconds.timing_parts) over `runs`."""
+    names = dict.fromkeys(k for r in runs for k in r.get("timing_parts") or {})
+    return {k: statistics.median((r.get("timing_parts") or {}).get(k, 0.0) for r in runs) for k in names}
+
+
 def _cell(s: dict) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})" if s else "-"
 
@@ -165,6 +171,13 @@ def print_table(report: dict) -> None:
             f"  ({name}: warm, one after another: {pace}; baselines from the cache in "
             f"{t['warm_baselines_cached']} of {len(t['warm'])})"
         )
+        parts = timing_split(t["warm"])
+        if parts:
+            print(
+                f"  ({name}: the warm timing stage, median s: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                + ")"
+            )
     s = report["sandbox"]
     print(
         f"sandbox start ({s['containment']}): imported {_cell(s['imported'])} s, ready {_cell(s['ready'])} s; "

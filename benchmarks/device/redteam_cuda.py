@@ -226,8 +226,12 @@ def main() -> None:
         import statistics
 
         timed = [r for r in rows if "stages" in r]
-        stages = {k: statistics.median(r["stages"][k] for r in timed) for k in (timed[0]["stages"] if timed else {})}
+        names = [k for k, v in (timed[0]["stages"] if timed else {}).items() if isinstance(v, float)]
+        stages = {k: statistics.median(r["stages"][k] for r in timed) for k in names}
         print("median stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+        split = [r["stages"].get("timing_parts") or {} for r in timed if r["stages"].get("timing_parts")]
+        parts = {k: statistics.median(p.get(k, 0.0) for p in split) for k in dict.fromkeys(k for p in split for k in p)}
+        print("median timing-stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     print(f"gate: {passed} passed, {failed} failed")
 
 

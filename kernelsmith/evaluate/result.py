@@ -74,6 +74,11 @@ class StageSeconds(BaseModel):
     settle: float = 0.0  # waiting for spare sandboxes to finish starting before the timed stage
     timing: float = 0.0
     total: float = 0.0
+    # The timing stage split (seconds, in order): "sandbox" (its own timing run), "check" (the reference on
+    # the last timed call's inputs, compared), "harness" (the judge's reference probe and the batch's
+    # overhead), "arm" (the batch captured in the sandbox), "batches" (the judge-timed runs), "record"
+    # (their activity), "verify" (the checksums checked against the reference).
+    timing_parts: dict[str, float] = Field(default_factory=dict)
 
 
 class TrialReport(BaseModel):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from kernelsmith.evaluate.result import StageSeconds
 from kernelsmith.evolve.program import REUSED_FROM
 
-PHASES = tuple(name for name in StageSeconds.model_fields if name != "total")
+PHASES = tuple(name for name, f in StageSeconds.model_fields.items() if f.annotation is float and name != "total")
 OTHER = "other"  # an evaluation's time in none of its stages: the verdict's own work, messages
 SHOWN_SHARE = 0.005  # a phase under half a percent of the time is left out of the line
 

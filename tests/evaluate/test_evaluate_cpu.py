@@ -300,6 +300,11 @@ def test_the_verdict_names_its_timing_method_and_carries_both_figures(cpu_pool):
     assert r.eager_ms and r.reference_eager_ms
     assert r.eager_speedup == pytest.approx(r.reference_eager_ms / r.eager_ms)
     assert r.judge_timing and r.judge_timing.regime == "eager"
+    # The timing stage split into its parts (issue 56), in order, adding up to the stage's time.
+    parts = r.stages.timing_parts
+    assert list(parts) == ["sandbox", "check", "harness", "batches", "verify"], parts
+    assert all(v >= 0 for v in parts.values())
+    assert sum(parts.values()) == pytest.approx(r.stages.timing, abs=0.01)
 
 
 def test_no_cache_neither_reads_nor_writes_the_baseline_cache(cpu_pool, cache_dir):

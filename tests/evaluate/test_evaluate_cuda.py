@@ -48,6 +48,8 @@ def test_honest_kernel_is_correct_and_timed(gpu_pool):
     assert r.eager_ms and r.reference_eager_ms and r.eager_speedup
     assert r.judge_timing is not None and r.judge_timing.regime == "graph" and r.judge_timing.calls >= 8
     assert r.gpu_name and r.kernel_launches == 5
+    parts = r.stages.timing_parts  # the graph regime's timing stage, part by part (issue 56)
+    assert list(parts) == ["sandbox", "check", "harness", "arm", "batches", "record", "verify"], parts
     again = gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON)
     assert again.baseline_cached and again.reference_ms == r.reference_ms
 

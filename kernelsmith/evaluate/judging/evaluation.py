@@ -51,6 +51,7 @@ class Evaluation(CorrectnessStages, TimingStages):
         self.opts = opts
         self.t0 = time.monotonic()
         self.stages = StageSeconds()
+        self._lapped = 0.0  # the last lap of the timing stage (StageSeconds.timing_parts)
         # The pool's builds for this candidate ({"env", "root", "keys", "sources", "wait"}), if any.
         self.build = build or {}
         self.builds: list[BuildRecord] = []
@@ -141,6 +142,12 @@ class Evaluation(CorrectnessStages, TimingStages):
             j.top_up_spares(1)
             j.warm_spares()  # their GPU warm-up now, between evaluations
 
+    def _lap(self, part: str) -> None:
+        now = time.monotonic()
+        parts = self.stages.timing_parts
+        parts[part] = round(parts.get(part, 0.0) + now - self._lapped, 4)
+        self._lapped = now
+
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         """The sandbox's next answer. A build it runs itself (load_inline on sources only known at
         run time) comes between "building" and "built": it has its own time limit
@@ -214,6 +221,7 @@ class Evaluation(CorrectnessStages, TimingStages):
         if self.j.device == "cuda":  # a spare's start beside the timed calls disturbs the GPU and host
             self.j.settle()  # (the CPU's times are relative only; the baselines settle on both)
         self.stages.settle = time.monotonic() - t_corr
+        self._lapped = time.monotonic()
         try:
             timed = self._time(sb)
             clock = self._batch(sb, timed.device)

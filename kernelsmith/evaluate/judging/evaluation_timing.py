@@ -80,6 +80,10 @@ class TimingStages:
     def _wait(self, sb: SandboxHandle, stage: str) -> dict:
         raise NotImplementedError
 
+    def _lap(self, part: str) -> None:
+        """Ends the named part of the timing stage (StageSeconds.timing_parts), timed from the last lap."""
+        raise NotImplementedError
+
     def _operators(
         self, act: Activity, where: str, python_launches: int, calls: int, harness: Activity | None = None
     ) -> None:
@@ -100,6 +104,7 @@ class TimingStages:
         j.memory_note("timing")
         sb.send({"op": "time", "seed": seed, "options": opts.model_dump(), "graph": graph})
         msg = self._wait(sb, "timing")
+        self._lap("sandbox")
         dev, eager = TimingStats(**msg["stats"]), TimingStats(**msg["eager"])
         sets = int(msg.get("sets", 1))
         allowed = {"cuda_graph", "cuda_events_sync"} if graph else {"cuda_events_sync", "cpu_wall"}
@@ -124,6 +129,7 @@ class TimingStages:
         _, ref_out = j.run_reference(self.task, self.ref_model, last_seed)
         cmp = j.check(msg, ref_out, None, opts, check_l2=self.degenerate, precise=self.precise(last_seed))
         sb.send({"op": "ack"})
+        self._lap("check")
         if not cmp.ok:
             raise _Verdict(Status.incorrect, f"output of a timed call: {cmp.message}")
         if not (dev.median_ms > 0 and eager.median_ms > 0):
@@ -153,8 +159,10 @@ class TimingStages:
             overhead_ms = min(samples)
             probe = None  # the judge's last reference to it: freed before the memory goes back
             self._hand_back()
+            self._lap("harness")
             sb.send({"op": "batch", "calls": calls, "graph": True, "sets": sets})
             msg = self._wait(sb, "judge-timed calls")
+            self._lap("arm")
             if msg.get("op") == "unarmed":  # the batch could not be captured: calls one by one, said
                 regime, unarmed = "eager", str(msg.get("why", ""))[:300]
             elif msg.get("op") != "armed":
@@ -169,6 +177,7 @@ class TimingStages:
             overhead_ms, harness = j.batch_overhead(self.task, probe, calls)
             probe = None
             self._hand_back()
+            self._lap("harness")
         if unarmed is not None:
             self.clock_note = f"the judge's batch could not be captured in a CUDA graph ({unarmed}): timed call by call"
         runs: list[tuple[float, int, int, list]] = []
@@ -181,13 +190,16 @@ class TimingStages:
                 verdict = judge_clock.judge(j.device, regime, cand.median_ms, fastest, calls, overhead_ms, high)
                 if not verdict.mismatch or len(runs) >= 2 * judge_clock.BATCHES[j.device]:
                     break
+        self._lap("batches")
         if regime == "graph":
             sb.send({"op": "record"})
             msg = self._expect(sb, "batch_activity")
             act = Activity.from_message(msg.get("activity") or {})
             self._operators(act, "the judge-timed calls", 0, calls=calls, harness=harness)
+            self._lap("record")
         wall_ms, seed, wseed, sums = min(runs, key=lambda run: run[0])
         self._verify(calls, sets, seed, wseed, sums)
+        self._lap("verify")
         assert verdict is not None
         self.clock = verdict
         return JudgeTiming(
