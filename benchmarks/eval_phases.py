@@ -63,6 +63,7 @@ def row(result, wall_s: float) -> dict:
     kernel = kernel_seconds(result)
     return {
         "status": result.status.value,
+        "loaded_ahead_s": result.loaded_ahead_s,
         "error": (result.error or "")[:300] or None,
         "baseline_cached": result.baseline_cached,
         "baseline_unsteady": result.baseline_unsteady,
@@ -80,18 +81,25 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def task_phases(pool, name: str, warm: int, started: float | None) -> tuple[dict, float | None]:
+def task_phases(pool, name: str, warm: int, started: float | None, queued: bool = False) -> tuple[dict, float | None]:
     """Cold and warm evaluations of one task's candidate; with `started` (the pool's creation, nothing
-    evaluated yet), also the judge's start in seconds."""
+    evaluated yet), also the judge's start in seconds. `queued`: the warm ones submitted at once, as a
+    search queues its proposals (each then loaded ahead while the one before it is judged); a warm one's
+    wall is the time from the result before it to its own."""
     from kernelsmith.task import Task
 
     task = Task.from_file(TASKS / f"{name}.py")
     source = (TASKS / f"{name}_triton.py").read_text()
-    runs, judge_start = [], None
+    runs, judge_start, queue, last = [], None, [], time.monotonic()
     for i in range(1 + warm):
         t0 = time.monotonic() if started is None or i else started
-        result = pool.submit(task, source).result()
-        wall = time.monotonic() - t0
+        if queued and i == 1:  # every warm one at once, each another program (judging/ahead.py matches by hash)
+            queue = [pool.submit(task, source + f"\n_VARIANT = {k}\n") for k in range(warm)]
+        result = queue[i - 1].result() if queue else pool.submit(task, source).result()
+        if queue and i > 1:
+            t0 = last
+        last = time.monotonic()
+        wall = last - t0
         if started is not None and i == 0:
             judge_start = wall - result.stages.total
             wall -= judge_start
@@ -108,7 +116,8 @@ def task_phases(pool, name: str, warm: int, started: float | None) -> tuple[dict
 def _brief(r: dict) -> str:
     stages = " ".join(f"{k} {r[k]:.2f}" for k in STAGES if r[k] >= 0.005)
     cached = "cached" if r["baseline_cached"] else "measured"
-    return f"{r['status']}, wall {r['wall']:.2f} s, fixed {r['fixed']:.2f} s, baselines {cached} | {stages}"
+    early = f", loaded ahead {r['loaded_ahead_s']:.2f} s" if r.get("loaded_ahead_s") is not None else ""
+    return f"{r['status']}, wall {r['wall']:.2f} s, fixed {r['fixed']:.2f} s, baselines {cached}{early} | {stages}"
 
 
 def sandbox_starts(device: str, n: int) -> dict:
@@ -157,7 +166,8 @@ def _cell(s: dict) -> str:
 
 
 def print_table(report: dict) -> None:
-    print(f"\n# {report['date']}, device {report['device']} ({report['host']}), {report['warm']} warm a task")
+    how = "queued at once" if report.get("queued") else "one after another"
+    print(f"\n# {report['date']}, device {report['device']} ({report['host']}), {report['warm']} warm a task, {how}")
     print(f"judge start (pool created -> first evaluation starts): {report['judge_start_s']:.2f} s")
     print("| task | run | " + " | ".join(COLUMNS) + " |")
     print("|" + " --- |" * (len(COLUMNS) + 2))
@@ -167,10 +177,7 @@ def print_table(report: dict) -> None:
         warm = t["warm_spread"]
         print(f"| {name} | warm | " + " | ".join(_cell(warm[k]) for k in COLUMNS) + " |")
         pace = f"{t['warm_per_minute']:.1f} a minute" if t["warm_per_minute"] else "-"
-        print(
-            f"  ({name}: warm, one after another: {pace}; baselines from the cache in "
-            f"{t['warm_baselines_cached']} of {len(t['warm'])})"
-        )
+        print(f"  ({name}: warm: {pace}; baselines from the cache in {t['warm_baselines_cached']} of {len(t['warm'])})")
         parts = timing_split(t["warm"])
         if parts:
             print(
@@ -193,6 +200,7 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=5, help="evaluations of each task after its first")
     ap.add_argument("--tasks", default=None, help="benchmarks/tasks names (default: by device)")
     ap.add_argument("--starts", type=int, default=3, help="sandbox starts and bare imports timed")
+    ap.add_argument("--queued", action="store_true", help="submit each task's warm evaluations at once")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["KERNELSMITH_CACHE_DIR"] = tempfile.mkdtemp(prefix="ks-phases-cache-")  # read by the judge
@@ -204,13 +212,15 @@ def main() -> None:
         "device": args.device,
         "host": f"{os.cpu_count()} CPU cores",
         "warm": args.warm,
+        "queued": args.queued,
         "tasks": {},
     }
     started = time.monotonic()
     with EvalPool(device=args.device, workers=1, options=EvalOptions(device=args.device)) as pool:
         for name in names:
             print(f"{name}:", flush=True)
-            report["tasks"][name], judge = task_phases(pool, name, args.warm, started if not report["tasks"] else None)
+            first = started if not report["tasks"] else None
+            report["tasks"][name], judge = task_phases(pool, name, args.warm, first, args.queued)
             if judge is not None:
                 report["judge_start_s"] = judge
     report["sandbox"] = sandbox_starts(args.device, args.starts)

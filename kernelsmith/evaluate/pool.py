@@ -31,6 +31,8 @@ from kernelsmith.evaluate.sandboxing.process import describe_exit, kill_tree, sc
 from kernelsmith.task import Task
 
 ATTEMPTS = 2  # a judge lost mid-evaluation is replaced and the evaluation tried again, once
+# KERNELSMITH_AHEAD=0: no candidate is loaded ahead of its turn (judging/ahead.py).
+AHEAD_ENV = "KERNELSMITH_AHEAD"
 
 
 class EvalBackend(Protocol):
@@ -268,6 +270,7 @@ class EvalPool(QueuedPool):
         judge: JudgeProcess | None = None
         while (item := self._next()) is not None:
             fut, req, opts = item
+            req = self._with_next(req)
             reply, last_error = None, ""
             for _attempt in range(ATTEMPTS):
                 try:
@@ -295,6 +298,18 @@ class EvalPool(QueuedPool):
         if judge is not None:
             judge.close()
         self._judges.pop(index, None)
+
+    def _with_next(self, req: dict) -> dict:
+        """An evaluation with the queue's next one beside it (`after`): its judge loads that one ahead,
+        on the host's cores, while it judges this one (judging/ahead.py)."""
+        if req.get("op") != "evaluate" or os.environ.get(AHEAD_ENV, "1") == "0":
+            return req
+        with self._queue.mutex:  # a look at the head, under the queue's own lock; nothing is taken
+            head = self._queue.queue[0] if self._queue.queue else None
+        nxt = head[1] if head is not None else None
+        if not isinstance(nxt, dict) or nxt.get("op") != "evaluate" or nxt.get("task_hash") != req.get("task_hash"):
+            return req
+        return {**req, "after": nxt}
 
     @staticmethod
     def _resolve(fut: Future, reply: dict | None, last_error: str, opts: EvalOptions) -> None:

@@ -200,6 +200,9 @@ class EvalResult(BaseModel):
     baseline_unsteady: str | None = None  # the baseline spread too far to be cached: which figure, how far
     compile_baseline_error: str | None = None
     stages: StageSeconds = Field(default_factory=StageSeconds)
+    # Loaded ahead of its turn (judging/ahead.py): the seconds of its load and first forward (its kernels'
+    # compile) done while the judge judged another; not in `stages`. None: loaded in its turn.
+    loaded_ahead_s: float | None = None
     builds: list[BuildRecord] = Field(default_factory=list)
     # Nsight Compute's counters of the heaviest kernels (`eval --profile`, the search's new island
     # bests): a stage after the verdict, which it never changes; None where it did not run.

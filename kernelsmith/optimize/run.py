@@ -85,8 +85,10 @@ def _config(opts: OptimizeOptions) -> EvolveConfig:
         overrides.setdefault("llm", {})["models"] = [{"name": opts.model}]
     llm = opts.model is not None or listed
     cfg = evolve_config(opts.config, overrides, "llm" if llm else "tune")
-    # The tuner waits for no LLM: one proposal at a time keeps its worker busy and its time limit close.
-    return cfg if llm else cfg.model_copy(update={"max_in_flight": 1})
+    # The tuner waits for no LLM: two proposals at a time, one judged and the next queued behind it, which
+    # its judge loads ahead (evaluate/judging/ahead.py: its kernels compile beside the first's trials); the
+    # time limit is passed by one evaluation at most.
+    return cfg if llm else cfg.model_copy(update={"max_in_flight": 2})
 
 
 def _check(opts: OptimizeOptions) -> None:

@@ -54,6 +54,19 @@ def test_honest_kernel_is_correct_and_timed(gpu_pool):
     assert again.baseline_cached and again.reference_ms == r.reference_ms
 
 
+def test_queued_candidates_are_loaded_ahead_with_their_kernels_compiled(gpu_pool):
+    """Issue 56 (judging/ahead.py): the next queued candidate loads and runs its first forward (Triton's
+    compile) beside the trials of the one judged; in its turn its first trial compiles nothing."""
+    gpu_pool.evaluate(SOFTMAX_TASK, SOFTMAX_TRITON + "\n_VARIANT = -1\n")  # baselines before the queue
+    futures = [gpu_pool.submit(SOFTMAX_TASK, SOFTMAX_TRITON + f"\n_VARIANT = {i}\n") for i in range(4)]
+    results = [f.result(timeout=600) for f in futures]
+    assert all(r.success and not r.flags for r in results), [(r.status, r.flags, r.error) for r in results]
+    assert all(r.loaded_ahead_s is not None for r in results[2:]), [r.loaded_ahead_s for r in results]
+    compiled_in_turn = [r.stages.correctness for r in results if r.loaded_ahead_s is None]
+    ahead = [r.stages.correctness for r in results if r.loaded_ahead_s is not None]
+    assert compiled_in_turn and max(ahead) < min(compiled_in_turn), (compiled_in_turn, ahead)
+
+
 def test_half_written_output_is_incorrect(gpu_pool):
     r = gpu_pool.evaluate(SOFTMAX_TASK, HALF_ROWS)
     assert r.status == Status.incorrect

@@ -45,9 +45,11 @@ class FakeSpare:
 
 def test_settle_waits_for_warming_spares_only_where_the_host_can_overlap():
     spares = [FakeSpare(warming=True), FakeSpare(warming=False)]
-    judge = types.SimpleNamespace(spares=spares, overlap=True, SANDBOX_START_LIMIT=1.0)
+    judge = types.SimpleNamespace(spares=spares, overlap=True, SANDBOX_START_LIMIT=1.0, settle_ahead=lambda: None)
     Judge.settle(judge)  # type: ignore[arg-type]
     assert [s.waited for s in spares] == [True, False]  # the importing one runs on beside the timed calls
     spares = [FakeSpare(warming=True), FakeSpare(warming=False)]
-    Judge.settle(types.SimpleNamespace(spares=spares, overlap=False, SANDBOX_START_LIMIT=1.0))  # type: ignore[arg-type]
+    Judge.settle(
+        types.SimpleNamespace(spares=spares, overlap=False, SANDBOX_START_LIMIT=1.0, settle_ahead=lambda: None)
+    )  # type: ignore[arg-type]
     assert [s.waited for s in spares] == [True, True]  # a small host (or KERNELSMITH_SETTLE=all): all

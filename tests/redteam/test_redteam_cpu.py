@@ -21,7 +21,7 @@ import sys
 import textwrap
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -56,6 +56,18 @@ def evaluate(pool, candidate: str, task: Path = SOFTMAX, options: EvalOptions = 
     """Evaluate tests/redteam/candidates/<candidate>.py; sent as text, as the search does."""
     source = (CANDIDATES / f"{candidate}.py").read_text()
     return pool.submit(Task.from_file(task), source, options).result(timeout=RESULT_WAIT)
+
+
+def _failure_of_any_kind(e: Expect) -> Expect:
+    """`e`, with an expected failure status loosened to any failure (its flags and other fields kept)."""
+    if e.status is None or e.status == Status.correct:
+        return e
+    return replace(e, status=None, not_correct=True, error_has=())
+
+
+def evaluate_later(pool, candidate: str, task: Path = SOFTMAX, options: EvalOptions = OPTS):
+    """The future of `evaluate`: queued, not waited for."""
+    return pool.submit(Task.from_file(task), (CANDIDATES / f"{candidate}.py").read_text(), options)
 
 
 def describe(r: EvalResult) -> str:
@@ -263,6 +275,23 @@ def test_redteam_case(cpu_pool, name):
     assert not bad, f"{name}: " + "; ".join(bad) + f"\n  verdict: {describe(r)}"
     if r.status != Status.correct:
         assert r.speedup is None and r.correct is False and not r.success, describe(r)
+
+
+def test_every_case_holds_when_loaded_ahead_of_its_turn(cpu_pool):
+    """The same cases queued at once, a task's together: each is loaded (its first forward run) in a spare
+    sandbox while the one before it is judged, stopped before anything is timed, and judged in its turn
+    (kernelsmith/evaluate/judging/ahead.py). Every expectation holds as when it is loaded in its turn, but
+    a failure's kind may differ: a thread its first forward left running goes on into its turn (the timer
+    case's deferred write then meets the interpreter mid-trial: runtime_error, not incorrect)."""
+    order = sorted(CASES, key=lambda name: str(CASES[name].task))
+    futures = {name: evaluate_later(cpu_pool, name, CASES[name].task, CASES[name].options) for name in order}
+    bad, early = [], 0
+    for name, fut in futures.items():
+        r = fut.result(timeout=RESULT_WAIT)
+        bad += [f"{name}: {b} ({describe(r)})" for b in check(r, _failure_of_any_kind(CASES[name]))]
+        early += r.loaded_ahead_s is not None
+    assert not bad, "\n".join(bad)
+    assert early >= len(CASES) // 2, f"only {early} of {len(CASES)} were loaded ahead"
 
 
 # -- needs a bounded wait: garbage on the judge's channel must not hang the judge -----------------

@@ -15,6 +15,8 @@ import torch
 
 from kernelsmith.candidate import analyze
 from kernelsmith.evaluate.build.cache import BuildCache
+from kernelsmith.evaluate.judging import ahead
+from kernelsmith.evaluate.judging.ahead import Ahead
 from kernelsmith.evaluate.judging.evaluation_correctness import CorrectnessStages
 from kernelsmith.evaluate.judging.evaluation_timing import TimingStages, _Verdict
 from kernelsmith.evaluate.judging.judge import Judge, TaskLoadError, _seed
@@ -80,6 +82,8 @@ class Evaluation(CorrectnessStages, TimingStages):
         self.ref_activity = Activity()
         self.device_activity = False
         self.deadline = self.t0 + opts.timeout  # reset when the candidate's clock starts (_load)
+        self.early: Ahead | None = None  # this candidate's sandbox, if it was loaded ahead (ahead.py)
+        self.after: dict | None = None  # the next candidate, to load ahead
 
     def verdict(self, status: Status, error: str | None = None, **extra) -> EvalResult:
         self.stages.total = time.monotonic() - self.t0 + float(self.build.get("wait", 0.0))
@@ -112,7 +116,8 @@ class Evaluation(CorrectnessStages, TimingStages):
             **{**self.base, **extra},
         )
 
-    def run(self, task_source: str, candidate_source: str) -> EvalResult:
+    def run(self, task_source: str, candidate_source: str, after: dict | None = None) -> EvalResult:
+        """`after`: the candidate the pool will send next, loaded ahead once this one's baselines are done."""
         j = self.j
         facts = analyze(candidate_source)
         self.stages.static = time.monotonic() - self.t0
@@ -123,7 +128,8 @@ class Evaluation(CorrectnessStages, TimingStages):
         self.base.update(triton_kernels=facts.triton_kernels, cuda_kernels=facts.cuda_kernels)
         self.own_names = facts.device_kernel_names
         self.task = j.task_module(task_source, self.task_hash)
-        sb = j.take_sandbox()
+        sb, self.early = j.take_sandbox(self.task_hash, str(self.base["candidate_hash"]))
+        self.after = after
         try:
             return self._run(sb, task_source, candidate_source)
         except _Verdict as v:
@@ -215,11 +221,15 @@ class Evaluation(CorrectnessStages, TimingStages):
         self.j.memory_note("load")
         source = self._baselines()
         self.j.memory_note("baselines")
+        if self.after is not None and int(self.baseline.get("task_bytes") or 0) <= ahead.MAX_TASK_BYTES:
+            self.j.load_ahead(self.after)  # nothing is timed until settle: the next one loads beside the trials
         self._correctness(sb)
         self.j.memory_note("correctness")
         t_corr = time.monotonic()
         if self.j.device == "cuda":  # a spare's start beside the timed calls disturbs the GPU and host
             self.j.settle()  # (the CPU's times are relative only; the baselines settle on both)
+        else:
+            self.j.settle_ahead()
         self.stages.settle = time.monotonic() - t_corr
         self._lapped = time.monotonic()
         try:
@@ -247,20 +257,15 @@ class Evaluation(CorrectnessStages, TimingStages):
         self.device_activity = bool(sb.info.get("device_activity")) and j.device == "cuda"
         stages.worker_wait = time.monotonic() - self.t0 - stages.static
         t_stage = time.monotonic()
-        job_build = self._stage_builds(sb)
+        if self.early is not None:  # sent its job while another was judged: its answer waits to be read
+            seed_init = self.early.seed_init
+            self.base["loaded_ahead_s"] = self.early.head_start(self.t0)
+        else:
+            job_build = self._stage_builds(sb)
+            seed_init = _seed()
+            sb.send(ahead.job(sb, task_source, candidate_source, seed_init, job_build))
         staging = time.monotonic() - t_stage
         self.deadline = time.monotonic() + opts.timeout
-        seed_init = _seed()
-        sb.send(
-            {
-                "op": "job",
-                "workdir": str(sb.workdir),
-                "task_source": task_source,
-                "candidate_source": candidate_source,
-                "seed_init": seed_init,
-                "build": job_build,
-            }
-        )
         try:
             self.ref_model = build_model(self.task.Model, self.task, seed_init, j.device)
         except Exception as exc:

@@ -24,7 +24,7 @@ def evaluate(judge: Judge, req: dict) -> dict:
     try:
         result = Evaluation(
             judge, req["task_hash"], req["candidate_hash"], EvalOptions(**req["options"]), req.get("build")
-        ).run(req["task_source"], req["candidate_source"])
+        ).run(req["task_source"], req["candidate_source"], req.get("after"))
         return {"op": "result", "result": result.model_dump(mode="json")}
     except TaskLoadError as exc:
         return {"op": "task_error", "error": str(exc)}

@@ -170,6 +170,8 @@ class Sandbox(TrialMixin):
         except BaseException as exc:  # the candidate's code ran (its __init__): not a compile error
             kind = "compile_error" if isinstance(exc, BuildError) else "runtime_error"  # unless a build failed
             return self.fail("load", exc, kind, "building the model failed: ModelNew(*get_init_inputs()) raised")
+        if job.get("warm_seed") is not None:  # loaded ahead of its turn (judging/ahead.py)
+            self.first_forward(int(job["warm_seed"]))
         self.chan.send({"op": "loaded", "builds": build_hook.records()})
         while True:
             msg = self.chan.recv()
@@ -187,6 +189,17 @@ class Sandbox(TrialMixin):
                     return
             else:
                 return
+
+    def first_forward(self, seed: int) -> None:
+        """One forward on inputs of its own, nothing sent: its kernels compile now, beside another candidate's
+        trials. What it does is judged in its turn, whose trials run it again; an error here is left to them.
+        Its memory goes back to the allocator, where the first trial's poisoning fills it."""
+        try:
+            out = self.forward(make_inputs(self.task, seed, self.device))
+            synchronize(self.device)
+            del out
+        except BaseException:  # noqa: BLE001  # the candidate's; its turn reports it
+            pass
 
     def forward(self, inputs: list):
         with torch.no_grad():

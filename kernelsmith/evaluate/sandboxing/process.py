@@ -292,3 +292,29 @@ def kill_strays(keep: set[int]) -> list[int]:
                 pass
     reap(killed)
     return killed
+
+
+def pause_tree(proc: Proc) -> None:
+    """SIGSTOP the process, its group and its descendants (a sandbox loaded ahead, kept still while
+    another candidate is timed); resume_tree undoes it."""
+    _signal_tree(proc, signal.SIGSTOP)
+
+
+def resume_tree(proc: Proc) -> None:
+    _signal_tree(proc, signal.SIGCONT)
+
+
+def _signal_tree(proc: Proc, sig: int) -> None:
+    import psutil
+
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)  # a defence, as in kill_tree: members that left the tree are in its group
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in _tree(proc.pid):
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
