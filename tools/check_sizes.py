@@ -19,7 +19,8 @@ FUNCTION_LINES = 80
 # package folder -> the most modules directly in it (__init__.py not counted)
 CROWDED = {
     Path("kernelsmith/evaluate"): 15,
-    Path("kernelsmith/capture"): 12,  # recording a model (checking a patch is apply/, its runtime patch/)
+    # recording a model (checking a patch is apply/, its runtime patch/); 13: floors.py, speed of light (issue 57)
+    Path("kernelsmith/capture"): 13,
     Path("kernelsmith/apply"): 10,
     Path("kernelsmith/patch"): 13,  # 13: shapes.py, a kernel at each shape its task holds (issue 55)
 }

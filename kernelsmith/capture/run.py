@@ -1,8 +1,9 @@
 """`kernelsmith capture`: ENTRY's model, recorded, timed, cut into regions, ranked, written as tasks.
 
 DIR gets one task file per distinct region, named by the region (`llamarmsnorm.py`, ...), and
-`capture.json`: the ranked list of every region with its share of the forward's time and whether (or
-why not) it was written. Names and task files hold nothing measured: a re-capture keeps them.
+`capture.json`: the ranked list of every region with its share of the forward's time, its speed of light
+(floors.py) and whether (or why not) it was written. Names and task files hold nothing measured: a
+re-capture keeps them.
 
 At several shapes (`shapes`: `--shape`), the main shape's model runs one forward at each other shape's
 inputs too, and each task holds the shapes its region was found and checked at (regions.align, sizes.py,
@@ -21,6 +22,7 @@ import torch
 from kernelsmith.capture import FORWARDS
 from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed, shape_text
+from kernelsmith.capture.floors import SpeedOfLight, TapeWork, Work, floor_of
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
@@ -31,6 +33,8 @@ from kernelsmith.capture.validate import check_shapes, check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
+from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
+from kernelsmith.evaluate.measuring.roofline import Card, this_card
 
 MANIFEST = "capture.json"
 # `kernelsmith seed TASK.py` writes TASK_seed.py beside the task: a re-capture keeps them (names are stable).
@@ -61,6 +65,12 @@ class CapturedTask:
     library: bool = False  # a library op (GEMM, attention, convolution, embedding: LIBRARY_OPS)
     shapes: list[str] = field(default_factory=list)  # the --shape values its task holds (the main first)
     shapes_why: dict[str, str] = field(default_factory=dict)  # a --shape value it does not hold -> why
+    # Its speed of light, all its calls in one forward as time_us (floors.py): the least bytes they move, their
+    # FLOPs, their floor on the card (None: no card, the CPU) and the fraction of it time_us reaches (floor/time)
+    bytes: int = 0
+    flops: int = 0
+    floor_ms: float | None = None
+    of_floor: float | None = None
 
 
 @dataclass
@@ -78,6 +88,7 @@ class Capture:
     switched_to_eval: bool = False  # the model was in training mode: capture ran it in eval() mode
     # --shape: the factory's keyword arguments at each shape captured, the main (timed) first
     shapes: list[dict[str, int]] = field(default_factory=list)
+    speed_of_light: SpeedOfLight | None = None  # the forward's: its work, floor, fraction and the card (floors.py)
 
 
 def _owned(out: Path) -> set[str]:
@@ -266,6 +277,7 @@ def capture(
     varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed, whole = _timed_groups(groups, samples)
+    (card, no_card), light = _card(device), TapeWork(tape)  # the card's ceilings: measured once, after the timing
     tasks: list[CapturedTask] = []
     sources: dict[str, str] = {}
     for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
@@ -273,12 +285,8 @@ def capture(
         _, rendered, why = group[0]
         spent, share = timed[key]
         paths = [module_path(tape, r) for r, _, _ in group]
-        file = None
-        if why is None and top is not None and len([t for t in tasks if t.file]) >= top:
-            why = f"beyond --top {top}"
-        elif why is None and share.median < min_share:
-            why = f"below --min-share {min_share:g}"
-        elif why is None and rendered is not None:
+        why, file = why or _left_out(tasks, top, share.median, min_share), None
+        if why is None and rendered is not None:
             source, why = _checked(entry, tape, group, rendered, device)
             if why is None:
                 file = f"{names[key]}.py"
@@ -286,6 +294,7 @@ def capture(
         identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         task = _task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key))
         task.shapes, task.shapes_why = _held(rendered, shapes) if file else ([], {})
+        _with_floor(task, light.regions(r for r, _, _ in group), card)
         tasks.append(task)
     profiled = Spread.of([s.forward_us or s.total_us for s in samples])  # what apply measures too
     result = Capture(
@@ -302,11 +311,38 @@ def capture(
         wall_ms=wall,
         switched_to_eval=made.was_training,
         shapes=shapes,
+        speed_of_light=SpeedOfLight.of(light.forward(), card, profiled.median / 1e3, no_card),
     )
     if not sources:
         raise UserError(_nothing_written(tasks, min_share))
     _write(out, sources, result)
     return result
+
+
+def _left_out(tasks: list[CapturedTask], top: int | None, share: float, min_share: float) -> str | None:
+    """Why a region is not written though it could be: beyond --top, or below --min-share (None: it is)."""
+    if top is not None and len([t for t in tasks if t.file]) >= top:
+        return f"beyond --top {top}"
+    if share < min_share:
+        return f"below --min-share {min_share:g}"
+    return None
+
+
+def _card(device: str) -> tuple[Card | None, str | None]:
+    """The card the model ran on, with its measured ceilings (cached per card beside the judge's baselines, so
+    measured once); or None and why: the CPU has no card, and a model that leaves no room for the probes (2.25 GiB)
+    is captured without a floor."""
+    if device != "cuda":
+        return None, "no card (the CPU)"
+    try:
+        return this_card(BaselineCache()), None
+    except torch.cuda.OutOfMemoryError:
+        return None, "no room on the card to measure its ceilings (its probes take 2.25 GiB)"
+
+
+def _with_floor(task: CapturedTask, work: Work, card: Card | None) -> None:
+    task.bytes, task.flops = work.bytes, work.flops
+    task.floor_ms, task.of_floor = floor_of(work, card, task.time_us / 1e3)
 
 
 def _task(

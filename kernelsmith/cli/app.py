@@ -78,7 +78,11 @@ app.command("export-fib")(export_fib_cmd)
 app.command("optimize")(optimize_cmd)
 app.add_typer(data_app, name="data", help="Training data from search runs: SFT steps and RL prompts.")
 app.add_typer(train_app, name="train", help="Train on that data: TRL SFT with LoRA, GRPO with the speedup reward.")
-app.add_typer(cache_app, name="cache", help="The baseline cache: list the reference's stored times, clear them.")
+app.add_typer(
+    cache_app,
+    name="cache",
+    help="The baseline cache: list the reference's stored times and the cards' ceilings, clear them.",
+)
 
 
 def _reported(command: Callable[..., Any]) -> Callable[..., Any]:

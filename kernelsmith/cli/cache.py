@@ -1,5 +1,6 @@
 """`kernelsmith cache`: the baseline cache (the reference's and torch.compile's times per GPU, torch
-version and task): list its entries, clear some or all of them."""
+version and task, and each card's measured ceilings): list its entries, the cards' ceilings beside their
+datasheets', clear some or all of them."""
 
 from __future__ import annotations
 
@@ -40,6 +41,39 @@ def cache_list_cmd(
             "-" if e.reference_ms is None else f"{e.reference_ms:.4g}",
             "-" if e.compile_ms is None else f"{e.compile_ms:.4g}",
             e.method or "-",
+        )
+    console.print(table)
+
+
+@cache_app.command("ceilings")
+def cache_ceilings_cmd(
+    json_out: bool = typer.Option(False, "--json", help="one JSON object per card, one per line"),
+) -> None:
+    """Each card's ceilings as measured once by the copy and GEMM probes (the speed of light's: capture and the
+    judge measure them on a card's first use), beside its datasheet's figures where they are known."""
+    from dataclasses import asdict
+
+    from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
+    from kernelsmith.evaluate.measuring.roofline import amount, stored_cards
+
+    cache = BaselineCache()
+    cards = stored_cards(cache)
+    if json_out:
+        for torch_version, card in cards:
+            sys.stdout.write(json.dumps({"torch": torch_version, **asdict(card)}) + "\n")
+        return
+    table = Table(title=f"measured ceilings: {shown(cache.path)} ({len(cards)} cards)")
+    for col in ("card", "torch", "copy bandwidth", "datasheet", "bf16 GEMM", "datasheet (dense bf16)"):
+        table.add_column(col)
+    for torch_version, card in cards:
+        sheet = card.datasheet
+        table.add_row(
+            shown(card.name),
+            torch_version,
+            amount(card.bandwidth, "B/s"),
+            "-" if sheet is None else f"{amount(sheet.bandwidth, 'B/s')} ({sheet.part})",
+            amount(card.flops, "FLOP/s"),
+            "-" if sheet is None else amount(sheet.flops, "FLOP/s"),
         )
     console.print(table)
 

@@ -69,15 +69,22 @@ def capture_cmd(
         title=f"{shown(entry)}: {wall.median:.3g} ms per forward ({done.device}, wall time without the profiler; "
         f"{wall.low:.3g}-{wall.high:.3g} over {done.forwards})"
     )
-    for col in ("rank", "task", "calls", "share", "spread", "origin"):
+    for col in ("rank", "task", "calls", "share", "spread", "moves", "FLOPs", "of SoL", "origin"):
         table.add_column(col)
     for t in done.tasks:
         origin = f"{t.module_paths[0]} ({t.module_class})" + (f" +{len(t.module_paths) - 1}" if t.calls > 1 else "")
         low, high = t.share_range
         task = shown(t.file) if t.file else f"[dim]{shown(t.name)}: {shown(t.why)}[/]"
         task += " [yellow](data-dependent)[/]" if t.data_dependent else ""
-        table.add_row(str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}", shown(origin))
+        cells = (str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}")
+        table.add_row(*cells, *_work_cells(t.bytes, t.flops, t.of_floor), shown(origin))
+    sol = done.speed_of_light
+    if sol is not None:  # the whole forward, of its profiled time (the shares' measure)
+        table.add_section()
+        table.add_row("", "the whole forward", "", "", "", *_work_cells(sol.bytes, sol.flops, sol.of_floor), "")
     console.print(table)
+    if sol is not None:
+        console.print(shown(sol.said()))
     console.print(
         f"shares: of the forward's {done.measure} under the profiler, each op's least over "
         f"{counted(done.forwards, 'profiled forward')} ({done.total_us / 1000:.3g} ms; the forward's median "
@@ -101,6 +108,13 @@ def capture_cmd(
     console.print(
         f"{written} covering {done.covered_share:.1%} of the forward in {shown(out)}/ (capture.json lists all)"
     )
+
+
+def _work_cells(moved: int, flops: int, of_floor: float | None) -> tuple[str, str, str]:
+    """A region's (or the forward's) least bytes, FLOPs and fraction of its floor, as the table writes them."""
+    from kernelsmith.evaluate.measuring.roofline import amount, fraction
+
+    return amount(moved, "B"), amount(flops, ""), fraction(of_floor)
 
 
 def _say_shapes(done) -> None:

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelsmith.device import CPU_SPEEDUP_NOTE
+from kernelsmith.evaluate.measuring.roofline import fraction, of_floor
 from kernelsmith.evaluate.result import EvalResult, TrialReport
 from kernelsmith.progress import counted
 
@@ -190,11 +191,12 @@ def _counter_rows(table: Table, result: EvalResult, profiled: bool) -> None:
 
 
 def _check_rows(table: Table, result: EvalResult) -> None:
-    """The roofline floor, the trials, flags and task notes, the operator rule and the sandbox's containment."""
-    if result.floor_ms and result.candidate_ms:
+    """The speed of light, the trials, flags and task notes, the operator rule and the sandbox's containment."""
+    if result.floor_ms and result.candidate_ms:  # the task's floor on the card (the CPU has none)
         table.add_row(
-            "roofline floor",
-            f"{result.floor_ms:.4g} ms: the candidate takes {result.candidate_ms / result.floor_ms:.3g}x it",
+            "speed of light",
+            f"{result.floor_ms:.4g} ms (the task's floor: bytes / measured bandwidth, FLOPs / measured peak): "
+            f"the candidate runs at {fraction(of_floor(result.floor_ms, result.candidate_ms))} of it",
         )
     if result.trials:
         table.add_row("trials", trials_text(result.trials))

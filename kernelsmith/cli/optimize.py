@@ -120,7 +120,7 @@ def _region_table(done: Optimized) -> Table:
     searched = f"searched {shown_time(done.search_total_s)} over every run"  # the regions' times, as each row's
     where = f"{done.device}, budget {shown_time(done.budget_s)}, {searched}, work directory {shown(done.out)}"
     table = Table(title=f"{shown(done.entry)}: {where}")
-    for col in ("rank", "region", "share", "start", "search", "kernel", "in the patch"):
+    for col in ("rank", "region", "share", "of SoL", "start", "search", "kernel", "in the patch"):
         table.add_column(col)
     for r in done.regions:
         if not r.searched:
@@ -134,9 +134,17 @@ def _region_table(done: Optimized) -> Table:
             where = f"served by {k.served_by}"
         said = "no starting kernel (below)" if r.name in done.startless else r.note  # the advice: once, under it
         note = f"[yellow]{shown(said)}[/]" if said else ""
-        cells = (str(r.rank), shown(r.name), f"{r.share:.1%}", shown(r.start or "-"), search, kernel)
+        cells = (str(r.rank), shown(r.name), f"{r.share:.1%}", _of_floor(r.of_floor, r.of_floor_after))
+        cells += (shown(r.start or "-"), search, kernel)
         table.add_row(*cells, "; ".join(x for x in (shown(where), note) if x) or "-")
     return table
+
+
+def _of_floor(before: float | None, after: float | None) -> str:
+    """The fraction of a floor a time reached, before and after the patch where both were measured ("-": no card)."""
+    from kernelsmith.evaluate.measuring.roofline import fraction
+
+    return fraction(before) + (f" -> {fraction(after)}" if after is not None else "")
 
 
 def _say_outcome(done: Optimized) -> None:
@@ -151,13 +159,17 @@ def _say_outcome(done: Optimized) -> None:
         parts = [f"{sum(n.startswith(k) for n in others)} {said}" for k, said in kinds.items()]
         shown_parts = ", ".join(p for p in parts if not p.startswith("0 "))
         console.print(f"not searched: {len(others)} regions ({shown_parts}; the page lists each)")
+    if done.speed_of_light is not None:  # the floor every "of SoL" is of
+        console.print(shown(done.speed_of_light.said))
     patch = done.patch
     for t in patch.times if patch is not None else []:
         noise = " (within noise)" if t.within_noise else ""
         b, a = t.before_ms, t.after_ms
+        light = f"; {_of_floor(t.of_floor_before, t.of_floor_after)} of its speed of light"
         console.print(
             f"{t.mode}: {t.measure} per forward {b.median:.4g} ms ({b.low:.4g}-{b.high:.4g}) "
             f"-> {a.median:.4g} ms ({a.low:.4g}-{a.high:.4g}): [bold]{t.speedup:.3g}x[/]{noise}"
+            + (light if t.of_floor_before is not None else "")
         )
     p = patch.prediction if patch is not None else None
     if p:  # as optimize.json stores it: an infinite bound is "Infinity" there, "inf" here and on the page

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kernelsmith.evaluate.measuring.roofline import fraction
 from kernelsmith.evolve.engine import Event, Resumed
 from kernelsmith.optimize.budget import TIME_LIMIT, shown_time, stop_said, time_left
 from kernelsmith.optimize.runs import RunInfo
@@ -24,13 +25,15 @@ class Row:
     best: float | None = None  # the best kernel's speedup so far
     iterations: int = 0
     started: float | None = None  # time.monotonic() when this run's search of it began
+    of_floor: float | None = None  # the fraction of its floor capture's time reached: its headroom (None: no card)
 
     @classmethod
-    def of(cls, name: str, allotment_s: float, info: RunInfo, ready: bool) -> Row:
+    def of(cls, name: str, allotment_s: float, info: RunInfo, ready: bool, of_floor: float | None = None) -> Row:
         """A region's row as its run left it: a region searched on an earlier run shows its iterations and
         best, not "0 iterations" (issue 55)."""
         best = info.best.speedup if info.best is not None else None
-        return cls(name, allotment_s, info.elapsed_s, "left" if ready else "done", best, info.iterations)
+        state = "left" if ready else "done"
+        return cls(name, allotment_s, info.elapsed_s, state, best, info.iterations, of_floor=of_floor)
 
 
 class Board:
@@ -100,7 +103,8 @@ class Board:
         out = []
         for r in self.rows.values():
             best = f"{r.best:.3g}x" if r.best is not None else "-"
-            out.append(f"{r.name:<{width}}  {r.state:<7}  best {best:<7}  {counted(r.iterations, 'iteration')}")
+            light = f"  captured at {fraction(r.of_floor)} of its speed of light" if r.of_floor is not None else ""
+            out.append(f"{r.name:<{width}}  {r.state:<7}  best {best:<7}  {counted(r.iterations, 'iteration')}{light}")
         return out
 
     def draw(self) -> None:

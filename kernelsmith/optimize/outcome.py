@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelsmith.capture.floors import SpeedOfLight as Light
+from kernelsmith.evaluate.measuring.roofline import of_floor
 from kernelsmith.evolve.pace import combined
 from kernelsmith.optimize.breakdown import eager_time, time_rows
 from kernelsmith.optimize.budget import TIME_LIMIT, shown_time, stop_said
 from kernelsmith.optimize.plan import Region
-from kernelsmith.optimize.result import Optimized, PatchOutcome, RegionOutcome, Span
+from kernelsmith.optimize.result import Optimized, PatchOutcome, RegionOutcome, Span, SpeedOfLight
 from kernelsmith.optimize.runs import RunInfo
 from kernelsmith.optimize.starts import start_advice
 from kernelsmith.optimize.workdir import RegionState, WorkDir
@@ -55,6 +57,8 @@ def region_outcome(r: Region, rs: RegionState, info: RunInfo, wd: WorkDir, patch
         calls=r.calls,
         task=f"capture/{r.file}" if r.file else None,
         searched=r.searched,
+        floor_ms=r.floor_ms,
+        of_floor=r.of_floor,
     )
     if r.searched:
         o.start = rs.seed_origin if rs.seed_origin is not None or info.exists else None
@@ -69,6 +73,9 @@ def region_outcome(r: Region, rs: RegionState, info: RunInfo, wd: WorkDir, patch
         shown = best or info.start
         o.verdict = shown.status if shown is not None else None
         o.kernel = patch.kernels.get(r.name) if patch is not None else None
+        k = o.kernel  # its regions' time where its kernel took them in the patched eager forward
+        measured = k.after_ms if k is not None and k.in_patch and "eager" in k.modes and not k.served_by else None
+        o.of_floor_after = of_floor(r.floor_ms, measured.median) if measured is not None else None
         report = wd.run_dir(r.name) / "report.html"
         o.run_report = str(report.relative_to(wd.out)) if report.is_file() else None
     o.note = _note(r, rs, info, o, device)
@@ -118,6 +125,19 @@ def span(d: dict | None, scale: float = 1.0) -> Span | None:
     return Span(median=d["median"] * scale, low=d["low"] * scale, high=d["high"] * scale)
 
 
+def speed_of_light(manifest: dict, patch: PatchOutcome | None) -> SpeedOfLight | None:
+    """The forward's speed of light from the capture (None: a capture made before it was kept), and the fractions
+    of its floor each mode's times reach before and after the patch, set on the patch's times."""
+    found = manifest.get("speed_of_light")
+    if not found:
+        return None
+    light = SpeedOfLight(**found, said=Light(**found).said())
+    for t in patch.times if patch is not None else []:
+        t.of_floor_before = of_floor(light.floor_ms, t.before_ms.median)
+        t.of_floor_after = of_floor(light.floor_ms, t.after_ms.median)
+    return light
+
+
 def summarize(
     manifest: dict,
     regions: list[Region],
@@ -145,6 +165,7 @@ def summarize(
         measure=manifest.get("measure") or "",
         profiled_ms=span(manifest.get("profiled_us"), 1e-3),
         wall_ms=span(manifest.get("wall_ms")),
+        speed_of_light=speed_of_light(manifest, patch),
         budget_s=budget_s,
         search_total_s=search_total_s,
         evaluations=combined(ran, search_total_s) if ran else None,

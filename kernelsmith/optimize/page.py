@@ -1,9 +1,9 @@
 """The page of a run of `kernelsmith optimize`: one self-contained HTML file in the work directory (the
 reports' own page, kernelsmith/report/page.py, with optimize.js drawing it from the data blob): the
-outcome, where the forward's time went before and after, the model's time in each mode with its spread
-and the verdicts' prediction beside it, each mode as the patch serves it (its kernels, or the model as it
-was and why), and every region with its search, its kernel and its part in
-the patch (linked to its run's report)."""
+outcome, where the forward's time went before and after, the model's time in each mode with its spread,
+the fraction of its speed of light (capture's floor) and the verdicts' prediction beside it, each mode as the
+patch serves it (its kernels, or the model as it was and why), and every region with its fraction of its
+speed of light, its search, its kernel and its part in the patch (linked to its run's report)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,15 @@ whole less the rows, so that the rows add up to the whole. Bars: shares of the o
 check, capture's shares and the verdicts' predictions.</p>
 <svg id="time-chart" class="profile" role="img" aria-label="the forward's time before and after"></svg></section>
 <section><h2>The model's time, before and after, in each mode</h2>
+<p id="speed-of-light" class="note"></p>
 <div class="table-scroll"><table id="mode-table" class="data compact"><thead></thead><tbody></tbody></table></div>
 <p id="served"></p><p id="prediction"></p><p id="capture-times" class="note"></p></section>
 <section><h2>Regions</h2>
-<p class="note">Every region of the captured forward, heaviest first: searched (the heaviest outside library ops)
-or why not; each search's start, time and best kernel (its verdict speedup over its task's reference); and its part
-in the patch: the regions it took per forward in each mode, or why it is not there.</p>
+<p class="note">Every region of the captured forward, heaviest first: the fraction of its speed of light capture's
+time reached (its floor over its time: the headroom) and, after, its kernel's time in the patched eager forward;
+searched (the heaviest outside library ops) or why not; each search's start, time and best kernel (its verdict
+speedup over its task's reference); and its part in the patch: the regions it took per forward in each mode, or why
+it is not there.</p>
 <div class="table-scroll"><table id="region-table" class="data"><thead></thead><tbody></tbody></table></div>
 <p id="start-advice" class="note"></p>
 </section>

@@ -16,6 +16,8 @@ class Region:
     calls: int = 1  # per forward
     file: str | None = None  # its task file in the capture
     why: str | None = None  # why it is not searched (None: it is)
+    floor_ms: float | None = None  # its calls' floor per forward on the card (capture's; None: no card)
+    of_floor: float | None = None  # the fraction of it capture's time reached (floor over time)
 
     @property
     def searched(self) -> bool:
@@ -35,6 +37,7 @@ def plan(manifest: dict, top: int) -> list[Region]:
     regions, chosen = [], 0
     for t in sorted(manifest["tasks"], key=lambda t: t["rank"]):
         region = Region(t["name"], t["rank"], t["share"], list(t.get("share_range") or []), t["calls"], t.get("file"))
+        region.floor_ms, region.of_floor = t.get("floor_ms"), t.get("of_floor")  # absent from an older capture
         library = _library(t)
         if library is not None:
             region.why = f"a library op ({library}): left to its library"

@@ -33,6 +33,9 @@ class ModeTime(Record):
     after_ms: Span
     speedup: float
     within_noise: bool
+    # The fractions of the forward's floor (capture's speed of light) its times reach, before and after (None: no card)
+    of_floor_before: float | None = None
+    of_floor_after: float | None = None
 
 
 class Kernel(Record):
@@ -92,6 +95,28 @@ class RegionOutcome(Record):
     kernel: Kernel | None = None  # its part in the patch
     note: str | None = None  # what could not be done, in one line
     run_report: str | None = None  # runs/NAME/report.html, relative to OUT
+    floor_ms: float | None = None  # its calls' floor per forward on the card (capture's speed of light; None: no card)
+    of_floor: float | None = None  # the fraction of it capture's time reached (floor over time)
+    of_floor_after: float | None = None  # ... its kernel's time in the patched eager forward reached, where measured
+
+
+class SpeedOfLight(Record):
+    """The forward's speed of light as capture found it (capture.json's `speed_of_light`, capture/floors.py): its
+    least bytes and FLOPs, its floor on the card, the fraction of it capture's forward reached, and the card's
+    measured ceilings with its datasheet's beside (None: no card, the CPU; or no datasheet)."""
+
+    bytes: int
+    flops: int
+    floor_ms: float | None = None
+    of_floor: float | None = None
+    card: str | None = None
+    bandwidth: float | None = None
+    peak_flops: float | None = None
+    datasheet: str | None = None
+    datasheet_bandwidth: float | None = None
+    datasheet_flops: float | None = None
+    no_floor: str | None = None  # why there is no floor: no card (the CPU), or its ceilings could not be measured
+    said: str = ""  # in one line, as the terminal says it
 
 
 class TimeRow(Record):
@@ -111,6 +136,7 @@ class Optimized(Record):
     measure: str  # what capture's shares are of (device time on CUDA, CPU time on the CPU)
     profiled_ms: Span | None = None  # capture's profiled forward
     wall_ms: Span | None = None  # capture's forward without the profiler
+    speed_of_light: SpeedOfLight | None = None  # the forward's (None: a capture made before it was kept)
     budget_s: float
     slots: int = 1  # searches at once
     search_s: float = 0.0  # this run's searching, wall time

@@ -237,7 +237,7 @@ def _search(
                         trace=wd.failure(r.name),
                     )
                 )
-            rows.append(Row.of(r.name, allot[r.name], infos[r.name], ready))
+            rows.append(Row.of(r.name, allot[r.name], infos[r.name], ready, r.of_floor))
         state.slots = width
         wd.save(state)
         _say_split(say, held, allot, opts.budget_s, width)

@@ -306,7 +306,7 @@ class TimingStages:
                 "the judge's time is used"
             )
             cand_ms = clock.per_call_ms
-        floor = j.floor_ms(b, self.opts.use_baseline_cache)
+        floor = j.floor_ms(b, self.opts.use_baseline_cache, warm_l2=self.opts.l2 == "warm")
         if floor is not None and cand_ms < roofline.FLOOR_MARGIN * floor:
             self.flags[Flag.faster_than_roofline] = (
                 f"{cand_ms:.4g} ms is below the task's roofline floor of "

@@ -234,19 +234,19 @@ class Judge:
     def ceilings(self, use_cache: bool = True) -> dict:
         """Measured copy bandwidth and bf16 matmul rate of this GPU (cached per GPU and torch, and in
         this judge's memory; `use_cache=False`: the cache file is neither read nor written)."""
-        key = f"ceilings|{self.gpu_name}|{self.torch_version}"
         if self._ceilings is None:
-            stored = self.cache.get(key) if use_cache else None
-            self._ceilings = stored or roofline.measure_ceilings()
-            if stored is None and use_cache:
-                self.cache.put(key, self.gpu_name, self.torch_version, "", self._ceilings)
+            self._ceilings = roofline.card_ceilings(
+                self.gpu_name, self.torch_version, self.cache if use_cache else None
+            )
         return self._ceilings
 
-    def floor_ms(self, baseline: dict, use_cache: bool = True) -> float | None:
-        """The task's roofline floor on this GPU (None on the CPU)."""
+    def floor_ms(self, baseline: dict, use_cache: bool = True, warm_l2: bool = False) -> float | None:
+        """The task's roofline floor on this GPU (None on the CPU): its inputs and outputs, and the weights its
+        forward reads unless the L2 stays warm between timed calls (then they may never leave it: no floor of HBM's)."""
         if self.device != "cuda":
             return None
-        return roofline.floor_ms(baseline.get("task_bytes", 0), baseline.get("task_flops", 0), self.ceilings(use_cache))
+        moved = baseline.get("task_bytes", 0) + (0 if warm_l2 else baseline.get("weight_bytes", 0))
+        return roofline.floor_ms(moved, baseline.get("task_flops", 0), self.ceilings(use_cache))
 
     def hardware(self) -> dict:
         """What a prompt says about the machine: name, SM count, memory, measured ceilings."""

@@ -4,8 +4,8 @@ timing.py is the harness (device time per call in a CUDA graph, eager call time)
 the L2's persisting lines before its timed calls, graph_trace.py reads a graph replay's kernel trace,
 graph_batch.py is the batch the judge's clock times and judge_clock.py that clock's rule; activity.py
 records what ran (and holds the operator rule), breakdown.py where a forward's device time goes,
-roofline.py the physical floor of a task; baselines.py times the reference and torch.compile,
-baseline_cache.py keeps their figures, noise.py says how far two figures move by chance.
+roofline.py the physical floor (speed of light) and each card's ceilings; baselines.py times the reference
+and torch.compile, baseline_cache.py keeps their figures, noise.py says how far two figures move by chance.
 Both the judge and the sandbox use it.
 
 May import evaluate's records only (result, checks, counters, nvml, options, protocol, runtime, verdict).

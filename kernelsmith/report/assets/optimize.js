@@ -15,6 +15,17 @@ function bound(x) {
   return x === "Infinity" || x === Infinity ? "inf\u00d7" : fmtX(x);
 }
 
+// A fraction of a floor as the terminal writes it (kernelsmith/evaluate/measuring/roofline.py, fraction)
+function fmtFloor(x) {
+  if (!isNum(x)) return "\u2014";
+  return x >= 0.1 ? (100 * x).toFixed(0) + "%" : Number((100 * x).toPrecision(2)) + "%";
+}
+
+// Before and after the patch, where both were measured
+function floorText(before, after) {
+  return fmtFloor(before) + (isNum(after) ? " \u2192 " + fmtFloor(after) : "");
+}
+
 // The eager forward in capture's measure: what the shares are of, before and after.
 function eagerTime() {
   return PATCH.times.filter(function (t) { return t.mode === "eager" && t.measure === OPT.measure; })[0] || null;
@@ -88,18 +99,21 @@ function agreementText(kind) {
 
 function renderModes() {
   var table = document.getElementById("mode-table");
-  var cols = ["mode", "measure", "before", "after", "speedup", ""];
+  var cols = ["mode", "measure", "before", "after", "speedup", "of its speed of light", ""];
   table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
   if (!PATCH.times.length) {
-    table.tBodies[0].appendChild(h("tr", null, h("td", {colspan: 6, class: "note"}, "no patched forward was measured")));
+    table.tBodies[0].appendChild(h("tr", null, h("td", {colspan: 7, class: "note"}, "no patched forward was measured")));
   }
   PATCH.times.forEach(function (t) {
     var rel = t.measure.indexOf("CPU") === 0 ? "relative only (CPU)" : "";
     table.tBodies[0].appendChild(h("tr", {"data-mode": t.mode}, cell(t.mode, t.mode), cell(t.measure, t.measure),
       cell(spanText(t.before_ms), t.before_ms.median, {class: "num"}), cell(spanText(t.after_ms), t.after_ms.median, {class: "num"}),
       cell(fmtX(t.speedup), t.speedup, {class: "num"}),
+      cell(floorText(t.of_floor_before, t.of_floor_after), t.of_floor_after, {class: "num of-floor"}),
       cell([t.within_noise ? "within noise" : "", rel].filter(Boolean).join("; "), null, {class: "note"})));
   });
+  // The floor every "of its speed of light" is of (capture's; on the CPU, no card and no floor)
+  document.getElementById("speed-of-light").textContent = OPT.speed_of_light ? OPT.speed_of_light.said : "";
   // Each mode as the patch serves it: with the kernels that make it faster, or the model as it was, and why.
   document.getElementById("served").textContent = (PATCH.modes || []).length ? "Served: " +
     PATCH.modes.map(function (m) { return m.said; }).join("; ") : "";
@@ -132,7 +146,7 @@ function patchText(r) {
 
 function renderRegions() {
   var table = document.getElementById("region-table");
-  var cols = ["rank", "region", "share", "calls", "start", "search", "kernel", "start's", "in the patch", "note"];
+  var cols = ["rank", "region", "share", "of SoL", "calls", "start", "search", "kernel", "start's", "in the patch", "note"];
   table.tHead.appendChild(h("tr", null, cols.map(function (c) { return h("th", null, c); })));
   OPT.regions.forEach(function (r) {
     var name = r.run_report ? h("a", {href: r.run_report, class: "run-link"}, r.name) : r.name;
@@ -140,6 +154,7 @@ function renderRegions() {
     var kernel = isNum(r.speedup) ? fmtX(r.speedup) + " (#" + r.program + ")" : r.verdict || "\u2014";
     table.tBodies[0].appendChild(h("tr", {"data-region": r.name, class: r.searched ? "searched" : "not-searched"},
       cell(String(r.rank), r.rank, {class: "num"}), cell(name, r.name), cell(fmtPct(r.share) + range, r.share, {class: "num"}),
+      cell(floorText(r.of_floor, r.of_floor_after), r.of_floor, {class: "num of-floor"}),
       cell(String(r.calls), r.calls, {class: "num"}), cell(r.start || "\u2014", r.start),
       cell(searchText(r), r.iterations, {class: "search"}), cell(kernel, r.speedup, {class: "num kernel"}),
       cell(fmtX(r.start_speedup), r.start_speedup, {class: "num"}), cell(patchText(r), null, {class: "in-patch"}),
