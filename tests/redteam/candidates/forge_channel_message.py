@@ -1,6 +1,7 @@
 """Cheat: write a forged timing report straight into the channel to the judge.
 
-The sandbox's channel is a socket whose fd is on its command line (--fd N). forward computes an
+The sandbox's channel is its socket (found in /proc/self/fd; a spawned sandbox also has it on its command
+line, --fd N). forward computes an
 honest Triton softmax; when it sees it is being timed (the same input tensor object passed again
 and again), on the third repeated call (the last timed call of the CPU harness: one untimed
 call, three timed) it writes a well-formed frame (4-byte length + plain pickle, as
@@ -12,6 +13,7 @@ CPU interpreter, or the verdict must not be correct).
 """
 import os
 import pickle
+import stat
 import struct
 import sys
 
@@ -36,6 +38,15 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 
 def channel_fd():
+    """The channel's descriptor: the process's socket (a sandbox forked from the judge's template has the
+    template's command line, whose --fd is closed in it), else --fd on the command line."""
+    try:
+        for name in sorted(os.listdir("/proc/self/fd"), key=int):
+            fd = int(name)
+            if fd > 2 and stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+    except (OSError, ValueError):
+        pass
     try:
         return int(sys.argv[sys.argv.index("--fd") + 1])
     except (ValueError, IndexError):
