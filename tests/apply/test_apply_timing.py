@@ -136,6 +136,7 @@ def captured_on_fake_gpu(tmp_path: Path, monkeypatch, source: str, factory: str 
         capture_run, "check_task", lambda src, tape, region, made, _: check_task(src, tape, region, made, "cpu")
     )
     monkeypatch.setattr(apply_module, "install", lambda model, out, device: install(model, out, "cpu"))
+    monkeypatch.setattr(capture_run, "_card", lambda device: (None, "a fake GPU: no ceilings to measure"))
     path = tmp_path / "block_model.py"
     path.write_text(textwrap.dedent(source))
     done = capture_run.capture(f"{path}:{factory}", tmp_path / "cap", "cuda")

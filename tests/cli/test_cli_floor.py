@@ -43,7 +43,7 @@ def test_cache_ceilings_shows_each_cards_measured_figures_beside_its_datasheets(
     text = cache_cli.console.file.getvalue()  # type: ignore[attr-defined]
     h100 = next(line for line in text.splitlines() if "H100" in line)
     assert "3 TB/s" in h100 and "3.35 TB/s (H100 SXM)" in h100 and "700 TFLOP/s" in h100 and "989 TFLOP/s" in h100
-    assert "(2 cards)" in text and "Some card" in text
+    assert "(2 cards)" in " ".join(text.split()) and "Some card" in text  # the cache's path may wrap the line
     cache_cli.cache_ceilings_cmd(json_out=True)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["name"] for r in rows] == ["NVIDIA H100 80GB HBM3", "Some card"] and rows[1]["datasheet"] is None

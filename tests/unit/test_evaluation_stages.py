@@ -35,6 +35,9 @@ class FakeJudge:
     release_cached_memory = Judge.release_cached_memory  # the judge's own: nothing to do off CUDA
     memory_note = Judge.memory_note
 
+    def settle_ahead(self) -> None:  # nothing is loaded ahead here
+        return None
+
     def __init__(self):
         ns: dict = {}
         exec(TASK, ns)
