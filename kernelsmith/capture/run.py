@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,10 +22,11 @@ import torch
 from kernelsmith.capture import FORWARDS
 from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed, shape_text
+from kernelsmith.capture.fused import all_regions
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
-from kernelsmith.capture.regions import Elsewhere, Region, align, common_call, find_regions
+from kernelsmith.capture.regions import Elsewhere, Region, align, common_call, find_regions, is_library
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key, unique_names
 from kernelsmith.capture.validate import check_shapes, check_small, check_task
@@ -59,6 +61,10 @@ class CapturedTask:
     data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
     data_dependent_why: str | None = None  # where that count comes from, in one line
     library: bool = False  # a library op (GEMM, attention, convolution, embedding: LIBRARY_OPS)
+    # a region across the library boundary (capture/fused): prologue, epilogue, siblings, attention, or two
+    # joined by "+"; "" for a split region. `library_ops`: the library ops it holds
+    fused: str = ""
+    library_ops: list[str] = field(default_factory=list)
     shapes: list[str] = field(default_factory=list)  # the --shape values its task holds (the main first)
     shapes_why: dict[str, str] = field(default_factory=dict)  # a --shape value it does not hold -> why
 
@@ -128,6 +134,13 @@ def _timed_groups(
     return out, whole
 
 
+def _covered(groups: dict[str, list], written: list[str], samples: list[OpTimes], whole: float) -> float:
+    """The share of the forward's time in the written tasks' ops, each op once (a fused region holds a split
+    one's ops), of the whole _timed_groups measures them by (each op's least time over the forwards)."""
+    ops = {i for key in written for r, _, _ in groups[key] for i in r.ops}
+    return min(1.0, sum(min(s.per_op_us[i] for s in samples) for i in ops) / whole)
+
+
 def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
     """Leaves the task's CPU_SIZES out, with a note, when the task does not hold at them."""
     plan = rendered.sizes
@@ -175,13 +188,15 @@ def _held(rendered: Rendered | None, shapes: list[dict[str, int]]) -> tuple[list
     return held, {texts[j + 1]: where.why.get(j, "not found") for j in range(len(texts) - 1) if j not in where.at}
 
 
-def _grouped(tape: Tape, others: list[Tape]) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
-    """The regions, rendered (at the shapes of `others` too, where they are found), grouped by their
-    rendering less its values (the same layer in every block is one task); a region that cannot be
-    rendered is a group of its own, with the reason."""
+def _grouped(
+    tape: Tape, others: list[Tape], regions_of: Callable[[Tape], list[Region]]
+) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
+    """The regions (`regions_of` the tape), rendered (at the shapes of `others` too, where they are found),
+    grouped by their rendering less its values (the same layer in every block is one task); a region that
+    cannot be rendered is a group of its own, with the reason."""
     groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
-    regions = find_regions(tape)
-    found = align(tape, regions, [(t, find_regions(t)) for t in others]) if others else [None] * len(regions)
+    regions = regions_of(tape)
+    found = align(tape, regions, [(t, regions_of(t)) for t in others]) if others else [None] * len(regions)
     for k, (region, elsewhere) in enumerate(zip(regions, found)):
         try:
             rendered = render(tape, region, elsewhere)
@@ -236,6 +251,7 @@ def capture(
     min_share: float = 0.0,
     forwards: int = FORWARDS,
     shapes: list[dict[str, int]] | None = None,
+    fused: bool = True,
 ) -> Capture:
     """Run a model's forward, rank where its time goes, and write its regions as tasks at their real shapes.
 
@@ -248,6 +264,7 @@ def capture(
         forwards: profiled forwards the regions are ranked on (each op's least time over them).
         shapes: the factory's keyword arguments at each shape to capture at (`--shape`), the main first
             (its forward is the one timed); each task holds the shapes its region holds at.
+        fused: also the regions across the library boundary (capture/fused), ranked with the split ones.
 
     Returns the Capture (what capture.json holds). Raises UserError (one line) for what a user can fix: a
     bad ENTRY, a forward that raises, an output folder of other files. The model runs in eval mode under
@@ -262,13 +279,13 @@ def capture(
     wall = wall_times_ms(made.model, fresh, device, forwards)
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
-    groups = _grouped(tape, [record(made.model, *f()) for f in others])
+    groups = _grouped(tape, [record(made.model, *f()) for f in others], all_regions if fused else find_regions)
     varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed, whole = _timed_groups(groups, samples)
     tasks: list[CapturedTask] = []
     sources: dict[str, str] = {}
-    for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
+    for rank, key in enumerate(order := sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
         group = groups[key]
         _, rendered, why = group[0]
         spent, share = timed[key]
@@ -287,18 +304,17 @@ def capture(
         task = _task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key))
         task.shapes, task.shapes_why = _held(rendered, shapes) if file else ([], {})
         tasks.append(task)
-    profiled = Spread.of([s.forward_us or s.total_us for s in samples])  # what apply measures too
     result = Capture(
         entry=entry,
         device=device,
         measure=samples[0].measure,
         total_us=whole,
         # Shares of one whole, least times each, sum to at most 1 (medians' did not: 1.0006); rounding aside
-        covered_share=min(1.0, sum(t.share for t in tasks if t.file)),
+        covered_share=_covered(groups, [k for k, t in zip(order, tasks) if t.file], samples, whole),
         out_dir=str(out),
         tasks=tasks,
         forwards=forwards,
-        profiled_us=profiled,
+        profiled_us=Spread.of([s.forward_us or s.total_us for s in samples]),  # what apply measures too
         wall_ms=wall,
         switched_to_eval=made.was_training,
         shapes=shapes,
@@ -342,6 +358,8 @@ def _task(
         data_dependent=varies is not None,
         data_dependent_why=varies,
         library=region.library,
+        fused=region.fused,
+        library_ops=[tape.ops[i].name for i in region.ops if region.fused and is_library(tape, i)],
     )
 
 
