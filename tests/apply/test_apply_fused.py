@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO
+from test_apply import _run
 
 from kernelsmith.apply.e2e import check
+from kernelsmith.apply.options import ApplyOptions
 from kernelsmith.apply.patch_dir import Chosen, write_patch
+from kernelsmith.apply.run import apply_runs
 from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.run import capture
 from kernelsmith.evaluate.runtime import build_model, make_inputs
@@ -276,6 +279,25 @@ def test_bert_merged_qkv_and_a_linear_with_its_gelu(bert, tmp_path):
     _kernel_matches_its_task(cap, tasks["qkv"], BERT_QKV, tmp_path)
     served = _checked(entry, _patch(cap, tmp_path / "bert_patch", kernels), [t["name"] for t, _ in kernels])
     assert "its modules' forward calls it" in served[tasks["gelu"]["name"]]
+
+
+def test_kernelsmith_apply_takes_runs_on_fused_tasks_and_checks_each_mode(llama, tmp_path):
+    """`kernelsmith apply` as optimize calls it, on search runs of a fused and a split task whose regions overlap
+    (the gate projection + SiLU-mul holds the SiLU-mul): the check passes in eager and compile mode, the larger
+    region's kernel takes the ops both hold, and each mode says how it is served."""
+    cap, tasks = llama
+    split = next(t for t in json.loads((cap / "capture.json").read_text())["tasks"] if t["name"] == "llamamlp_silu_mul")
+    runs = [
+        _run(tmp_path / "runs" / t["name"], cap / t["file"], [((cap / t["file"]).read_text() + code, 2.0)])
+        for t, code in ((tasks["gate"], GEMV_GATE), (split, "\n\nModelNew = Model\n"))
+    ]
+    done = apply_runs(
+        runs, cap, tmp_path / "fused_patch", ApplyOptions(modes=("eager", "compile"), reps=2, min_speedup=0.0)
+    )
+    assert done.passed, done.reason
+    assert [e.mode for e in done.checks] == ["eager", "compile"]
+    assert all(e.fired[tasks["gate"]["name"]] == 2.0 for e in done.checks)
+    assert all(e.within.get("llamamlp_silu_mul") == tasks["gate"]["name"] for e in done.checks)
 
 
 def test_gradients_through_fused_regions_are_the_models(llama, tmp_path):
