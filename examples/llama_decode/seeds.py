@@ -259,6 +259,8 @@ def seed_for(path: Path) -> str | None:
     """The seed's source for a captured task, or None for a task of another kind."""
     name = path.stem
     source = path.read_text(encoding="utf-8")
+    if "\nFused: " in source:  # a region across the library boundary (a GEMM with its norm): none of these kinds
+        return None
     if name.endswith("llamarmsnorm") and "aten.rsqrt" in source:
         return norm_seed(source, _load(path))
     if name.startswith("llamamlp_silu_mul"):

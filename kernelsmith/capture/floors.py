@@ -24,6 +24,7 @@ import torch.utils._pytree as pytree
 from kernelsmith.capture.regions import Region, is_glue
 from kernelsmith.capture.tape import Ref, Tape
 from kernelsmith.evaluate.measuring import roofline
+from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
 
 # In-place writes at indices: they write as many elements as their source (or index) holds, not their target
 _INDEXED = frozenset(
@@ -210,3 +211,21 @@ class SpeedOfLight:
             measured += amount(self.datasheet_flops or 0, "FLOP/s")
         runs = f"; the forward runs at {roofline.fraction(self.of_floor)} of it" if self.of_floor is not None else ""
         return f"speed of light: {work}: {self.floor_ms:.3g} ms on {self.card} (measured {measured}){runs}"
+
+
+def card_of(device: str) -> tuple[roofline.Card | None, str | None]:
+    """The card the model ran on, with its measured ceilings (cached per card beside the judge's baselines, so
+    measured once); or None and why: the CPU has no card, and a model that leaves no room for the probes (2.25 GiB)
+    is captured without a floor."""
+    if device != "cuda":
+        return None, "no card (the CPU)"
+    try:
+        return roofline.this_card(BaselineCache()), None
+    except torch.cuda.OutOfMemoryError:
+        return None, "no room on the card to measure its ceilings (its probes take 2.25 GiB)"
+
+
+def with_floor(task, work: Work, card: roofline.Card | None) -> None:
+    """Sets a captured task's (run.CapturedTask) bytes, FLOPs, floor and fraction of it from its `work`."""
+    task.bytes, task.flops = work.bytes, work.flops
+    task.floor_ms, task.of_floor = floor_of(work, card, task.time_us / 1e3)

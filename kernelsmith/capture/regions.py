@@ -53,9 +53,13 @@ class Region:
     written_inputs: list[int]  # inputs it writes in place: the task clones them first
     call: int | None  # the innermost module call that holds all its ops
     library: bool
+    # A region across the library boundary (capture/fused): "prologue", "epilogue", "siblings", "attention" or
+    # two joined by "+" ("siblings+epilogue": gate and up projections with the SiLU-mul after them); "" for the
+    # split regions above, which the library ops cut.
+    fused: str = ""
 
 
-class _Graph:
+class Graph:
     def __init__(self, tape: Tape):
         self.tape = tape
         writer: dict[tuple[int, int], int] = {}
@@ -117,7 +121,7 @@ def _is_block(tape: Tape, call: int | None) -> bool:
     return all(not c.has_children for c in tape.calls if c.parent == call)
 
 
-def _components(tape: Tape, g: _Graph, seg: list[int]) -> list[list[int]]:
+def _components(tape: Tape, g: Graph, seg: list[int]) -> list[list[int]]:
     parent = {i: i for i in seg}
 
     def find(i: int) -> int:
@@ -141,7 +145,7 @@ def _components(tape: Tape, g: _Graph, seg: list[int]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _groups(tape: Tape, g: _Graph) -> list[tuple[list[int], bool]]:
+def _groups(tape: Tape, g: Graph) -> list[tuple[list[int], bool]]:
     groups: list[tuple[list[int], bool]] = []
     seg: list[int] = []
     for i in range(len(tape.ops)):
@@ -173,7 +177,7 @@ def _groups(tape: Tape, g: _Graph) -> list[tuple[list[int], bool]]:
     return merged
 
 
-def _borrow_views(tape: Tape, g: _Graph, ops: list[int]) -> list[int]:
+def _borrow_views(tape: Tape, g: Graph, ops: list[int]) -> list[int]:
     replay, todo = set(ops), list(ops)
     while todo:
         for d in g.deps[todo.pop()]:
@@ -184,28 +188,29 @@ def _borrow_views(tape: Tape, g: _Graph, ops: list[int]) -> list[int]:
 
 
 def find_regions(tape: Tape) -> list[Region]:
-    g = _Graph(tape)
-    regions = []
-    for ops, lib in _groups(tape, g):
-        replay = _borrow_views(tape, g, ops)
-        inside = set(replay)
-        inputs: dict[int, int] = {}
-        for i in replay:
-            for tid, ver in tape.ops[i].reads.items():
-                if tape.creator.get(tid) not in inside:
-                    inputs.setdefault(tid, ver)
-        written = sorted({tid for i in replay for tid in tape.ops[i].mutated if tid in inputs})
-        own = set(ops)
-        last_write: dict[int, int] = {}
-        for i in ops:
-            last_write |= tape.ops[i].writes
-        used_after = {tid for j, op in enumerate(tape.ops) if j not in inside and j > ops[0] for tid in op.reads}
-        outputs = [(t, v) for t, v in last_write.items() if t in used_after or t in tape.live_out]
-        if not outputs:  # nothing read later: what its last op made stands for it
-            outputs = list(tape.ops[max(own)].writes.items())
-        compute = [i for i in ops if lib or not is_glue(tape, i)]  # views at its edges say nothing of where
-        regions.append(Region(ops, replay, list(inputs.items()), outputs, written, common_call(tape, compute), lib))
-    return regions
+    g = Graph(tape)
+    return [make_region(tape, ops, _borrow_views(tape, g, ops), lib) for ops, lib in _groups(tape, g)]
+
+
+def make_region(tape: Tape, ops: list[int], replay: list[int], lib: bool, fused: str = "") -> Region:
+    """The region that owns `ops` and replays `replay` (its ops and the views it borrows): its inputs, the
+    values read after it (or its last op's), the inputs it writes in place and the module call holding it."""
+    inside = set(replay)
+    inputs: dict[int, int] = {}
+    for i in replay:
+        for tid, ver in tape.ops[i].reads.items():
+            if tape.creator.get(tid) not in inside:
+                inputs.setdefault(tid, ver)
+    written = sorted({tid for i in replay for tid in tape.ops[i].mutated if tid in inputs})
+    last_write: dict[int, int] = {}
+    for i in ops:
+        last_write |= tape.ops[i].writes
+    used_after = {tid for j, op in enumerate(tape.ops) if j not in inside and j > ops[0] for tid in op.reads}
+    outputs = [(t, v) for t, v in last_write.items() if t in used_after or t in tape.live_out]
+    if not outputs:  # nothing read later: what its last op made stands for it
+        outputs = list(tape.ops[max(ops)].writes.items())
+    compute = [i for i in ops if lib or not is_glue(tape, i)]  # views at its edges say nothing of where
+    return Region(ops, replay, list(inputs.items()), outputs, written, common_call(tape, compute), lib, fused)
 
 
 def int_leaves(args: tuple, kwargs: dict) -> list[int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,19 +23,18 @@ import torch
 from kernelsmith.capture import FORWARDS
 from kernelsmith.capture.data_dependent import data_dependent, region_note
 from kernelsmith.capture.entry import call_entry, forward_failed, shape_text
-from kernelsmith.capture.floors import SpeedOfLight, TapeWork, Work, floor_of
+from kernelsmith.capture.floors import SpeedOfLight, TapeWork, card_of, with_floor
+from kernelsmith.capture.fused import all_regions
 from kernelsmith.capture.outdir import check as check_out
 from kernelsmith.capture.outdir import prepare
 from kernelsmith.capture.profile import OpTimes, Spread, profiled_forwards, wall_times_ms
-from kernelsmith.capture.regions import Elsewhere, Region, align, common_call, find_regions
+from kernelsmith.capture.regions import Elsewhere, Region, align, common_call, find_regions, is_library
 from kernelsmith.capture.tape import Tape, record
 from kernelsmith.capture.task_file import header, module_path, region_key, unique_names
 from kernelsmith.capture.validate import check_shapes, check_small, check_task
 from kernelsmith.capture.write_task import Rendered, RenderError, render
 from kernelsmith.device import NO_CUDA_GPU
 from kernelsmith.errors import UserError
-from kernelsmith.evaluate.measuring.baseline_cache import BaselineCache
-from kernelsmith.evaluate.measuring.roofline import Card, this_card
 
 MANIFEST = "capture.json"
 # `kernelsmith seed TASK.py` writes TASK_seed.py beside the task: a re-capture keeps them (names are stable).
@@ -63,6 +63,10 @@ class CapturedTask:
     data_dependent: bool = False  # its shapes hold a count of the data (an MoE's tokens per expert)
     data_dependent_why: str | None = None  # where that count comes from, in one line
     library: bool = False  # a library op (GEMM, attention, convolution, embedding: LIBRARY_OPS)
+    # a region across the library boundary (capture/fused): prologue, epilogue, siblings, attention, or two
+    # joined by "+"; "" for a split region. `library_ops`: the library ops it holds
+    fused: str = ""
+    library_ops: list[str] = field(default_factory=list)
     shapes: list[str] = field(default_factory=list)  # the --shape values its task holds (the main first)
     shapes_why: dict[str, str] = field(default_factory=dict)  # a --shape value it does not hold -> why
     # Its speed of light, all its calls in one forward as time_us (floors.py): the least bytes they move, their
@@ -139,6 +143,13 @@ def _timed_groups(
     return out, whole
 
 
+def _covered(groups: dict[str, list], written: list[str], samples: list[OpTimes], whole: float) -> float:
+    """The share of the forward's time in the written tasks' ops, each op once (a fused region holds a split
+    one's ops), of the whole _timed_groups measures them by (each op's least time over the forwards)."""
+    ops = {i for key in written for r, _, _ in groups[key] for i in r.ops}
+    return min(1.0, sum(min(s.per_op_us[i] for s in samples) for i in ops) / whole)
+
+
 def _check_cpu_sizes(tape: Tape, region: Region, rendered: Rendered) -> None:
     """Leaves the task's CPU_SIZES out, with a note, when the task does not hold at them."""
     plan = rendered.sizes
@@ -186,13 +197,15 @@ def _held(rendered: Rendered | None, shapes: list[dict[str, int]]) -> tuple[list
     return held, {texts[j + 1]: where.why.get(j, "not found") for j in range(len(texts) - 1) if j not in where.at}
 
 
-def _grouped(tape: Tape, others: list[Tape]) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
-    """The regions, rendered (at the shapes of `others` too, where they are found), grouped by their
-    rendering less its values (the same layer in every block is one task); a region that cannot be
-    rendered is a group of its own, with the reason."""
+def _grouped(
+    tape: Tape, others: list[Tape], regions_of: Callable[[Tape], list[Region]]
+) -> dict[str, list[tuple[Region, Rendered | None, str | None]]]:
+    """The regions (`regions_of` the tape), rendered (at the shapes of `others` too, where they are found),
+    grouped by their rendering less its values (the same layer in every block is one task); a region that
+    cannot be rendered is a group of its own, with the reason."""
     groups: dict[str, list[tuple[Region, Rendered | None, str | None]]] = {}
-    regions = find_regions(tape)
-    found = align(tape, regions, [(t, find_regions(t)) for t in others]) if others else [None] * len(regions)
+    regions = regions_of(tape)
+    found = align(tape, regions, [(t, regions_of(t)) for t in others]) if others else [None] * len(regions)
     for k, (region, elsewhere) in enumerate(zip(regions, found)):
         try:
             rendered = render(tape, region, elsewhere)
@@ -247,6 +260,7 @@ def capture(
     min_share: float = 0.0,
     forwards: int = FORWARDS,
     shapes: list[dict[str, int]] | None = None,
+    fused: bool = True,
 ) -> Capture:
     """Run a model's forward, rank where its time goes, and write its regions as tasks at their real shapes.
 
@@ -259,6 +273,7 @@ def capture(
         forwards: profiled forwards the regions are ranked on (each op's least time over them).
         shapes: the factory's keyword arguments at each shape to capture at (`--shape`), the main first
             (its forward is the one timed); each task holds the shapes its region holds at.
+        fused: also the regions across the library boundary (capture/fused), ranked with the split ones.
 
     Returns the Capture (what capture.json holds). Raises UserError (one line) for what a user can fix: a
     bad ENTRY, a forward that raises, an output folder of other files. The model runs in eval mode under
@@ -273,14 +288,14 @@ def capture(
     wall = wall_times_ms(made.model, fresh, device, forwards)
     tape = record(made.model, *fresh())
     samples = profiled_forwards(made.model, fresh, device, [str(op.func) for op in tape.ops], forwards)
-    groups = _grouped(tape, [record(made.model, *f()) for f in others])
+    groups = _grouped(tape, [record(made.model, *f()) for f in others], all_regions if fused else find_regions)
     varying = _data_dependent(tape, groups)
     names = dict(zip(groups, unique_names(tape, [g[0][0] for g in groups.values()])))
     timed, whole = _timed_groups(groups, samples)
-    (card, no_card), light = _card(device), TapeWork(tape)  # the card's ceilings: measured once, after the timing
+    (card, no_card), light = card_of(device), TapeWork(tape)  # the card's ceilings: measured once, after the timing
     tasks: list[CapturedTask] = []
     sources: dict[str, str] = {}
-    for rank, key in enumerate(sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
+    for rank, key in enumerate(order := sorted(groups, key=lambda k: (-timed[k][1].median, -timed[k][0])), 1):
         group = groups[key]
         _, rendered, why = group[0]
         spent, share = timed[key]
@@ -294,7 +309,7 @@ def capture(
         identity = region_key(rendered.shape_key, paths) if rendered is not None else ""
         task = _task(tape, group, rank, names[key], file, why, spent, share, identity, varying.get(key))
         task.shapes, task.shapes_why = _held(rendered, shapes) if file else ([], {})
-        _with_floor(task, light.regions(r for r, _, _ in group), card)
+        with_floor(task, light.regions(r for r, _, _ in group), card)
         tasks.append(task)
     profiled = Spread.of([s.forward_us or s.total_us for s in samples])  # what apply measures too
     result = Capture(
@@ -303,7 +318,7 @@ def capture(
         measure=samples[0].measure,
         total_us=whole,
         # Shares of one whole, least times each, sum to at most 1 (medians' did not: 1.0006); rounding aside
-        covered_share=min(1.0, sum(t.share for t in tasks if t.file)),
+        covered_share=_covered(groups, [k for k, t in zip(order, tasks) if t.file], samples, whole),
         out_dir=str(out),
         tasks=tasks,
         forwards=forwards,
@@ -326,23 +341,6 @@ def _left_out(tasks: list[CapturedTask], top: int | None, share: float, min_shar
     if share < min_share:
         return f"below --min-share {min_share:g}"
     return None
-
-
-def _card(device: str) -> tuple[Card | None, str | None]:
-    """The card the model ran on, with its measured ceilings (cached per card beside the judge's baselines, so
-    measured once); or None and why: the CPU has no card, and a model that leaves no room for the probes (2.25 GiB)
-    is captured without a floor."""
-    if device != "cuda":
-        return None, "no card (the CPU)"
-    try:
-        return this_card(BaselineCache()), None
-    except torch.cuda.OutOfMemoryError:
-        return None, "no room on the card to measure its ceilings (its probes take 2.25 GiB)"
-
-
-def _with_floor(task: CapturedTask, work: Work, card: Card | None) -> None:
-    task.bytes, task.flops = work.bytes, work.flops
-    task.floor_ms, task.of_floor = floor_of(work, card, task.time_us / 1e3)
 
 
 def _task(
@@ -378,6 +376,8 @@ def _task(
         data_dependent=varies is not None,
         data_dependent_why=varies,
         library=region.library,
+        fused=region.fused,
+        library_ops=[tape.ops[i].name for i in region.ops if region.fused and is_library(tape, i)],
     )
 
 

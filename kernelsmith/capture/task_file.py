@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from kernelsmith.capture.regions import Region, ancestors, is_glue, packet
+from kernelsmith.capture.regions import Region, ancestors, is_glue, is_library, packet
 from kernelsmith.capture.tape import Tape
 from kernelsmith.capture.write_task import Rendered
 
@@ -47,6 +47,9 @@ def header(entry: str, tape: Tape, group: list[Region], key: str, rendered: Rend
         f"Module: {', '.join(paths)} ({cls}); {len(group)} call(s) per forward.",
         f"Region: {key} (its ops, shapes, dtypes and module paths: what `kernelsmith apply` matches a run on)",
     ]
+    if first.fused:
+        held = ", ".join(tape.ops[i].name for i in first.ops if is_library(tape, i))
+        lines.append(f"Fused: {first.fused}, across the library boundary: {held} with the ops beside it")
     kind_of = lambda m: f"{str(m.dtype).removeprefix('torch.')}{list(m.shape)}"
     for k, (tid, _) in enumerate(rendered.inputs):
         m = tape.meta[tid]
@@ -99,7 +102,9 @@ def region_name(tape: Tape, region: Region) -> str:
             parts.append(word)
     if call is not None and not tape.calls[call].has_children:
         parts = parts[:1]  # all in one leaf module: its class says it (llamarmsnorm)
-    return re.sub(r"[^a-z0-9_]", "", "_".join(parts[:MAX_PARTS]))
+    if region.fused:  # across the library boundary: its kind first (epilogue_llamamlp_mm_silu_mul)
+        parts.insert(0, region.fused.replace("+", "_"))
+    return re.sub(r"[^a-z0-9_]", "", "_".join(parts[: MAX_PARTS + bool(region.fused)]))
 
 
 def unique_names(tape: Tape, regions: list[Region]) -> list[str]:

@@ -44,6 +44,16 @@ def _ident(name: str) -> str:
     return "_" + name if name[0].isdigit() else name
 
 
+def _attr_name(tape: Tape, region: Region, qual: str) -> str:
+    """A parameter's attribute in the task: its own name (`weight`); in a region across the library boundary,
+    which holds several modules' weights, its path below the module that holds the region
+    (`self_attn_q_proj_weight`), the same in every layer."""
+    if not region.fused:
+        return _ident(qual.rsplit(".", 1)[-1])
+    path = tape.calls[region.call].path if region.call is not None else ""
+    return _ident(qual.removeprefix(path + ".") if path and qual.startswith(path + ".") else qual)
+
+
 def _render_arg(x, names: dict[int, str], ints=repr) -> str:
     if isinstance(x, Ref):
         return names[x.tid]
@@ -173,7 +183,7 @@ def _render(tape: Tape, region: Region, plan: SizePlan) -> Rendered:
         value = tape.value(tid, ver)
         layout = plan.shape(tid, tuple(value.shape)), plan.stride(tid, tuple(value.shape), tuple(value.stride()))
         if kind in ("parameter", "buffer"):
-            attr = _ident(qual.rsplit(".", 1)[-1])
+            attr = _attr_name(tape, region, qual)
             while attr in params:
                 attr += "_"
             params[attr] = (tid, ver)

@@ -56,13 +56,19 @@ def capture_cmd(
         help="NAME=VALUE[,NAME=VALUE]: a shape to capture at, the factory called with those keyword arguments; "
         "repeat for several (the first is the main one, timed); each task holds every shape its region holds at",
     ),
+    fused: bool = typer.Option(
+        True,
+        "--fused/--no-fused",
+        help="also write regions across the library boundary: a GEMM with its prologue, epilogue or sibling GEMMs, "
+        "attention with its rotary and KV-cache append",
+    ),
 ) -> None:
     """Run a model's forward, rank the regions a kernel would fuse by their share of its time (each op's
     least over several profiled forwards) and write each as a task at its real shapes (docs/capture.md)."""
     from kernelsmith.capture.entry import parse_shape
     from kernelsmith.capture.run import capture
 
-    done = capture(entry, out, device.value, top, min_share, forwards, [parse_shape(s) for s in shape])
+    done = capture(entry, out, device.value, top, min_share, forwards, [parse_shape(s) for s in shape], fused)
     wall, profiled = done.wall_ms, done.profiled_us
     assert wall is not None and profiled is not None
     table = Table(
@@ -76,6 +82,7 @@ def capture_cmd(
         low, high = t.share_range
         task = shown(t.file) if t.file else f"[dim]{shown(t.name)}: {shown(t.why)}[/]"
         task += " [yellow](data-dependent)[/]" if t.data_dependent else ""
+        task += f" [cyan](fused: {t.fused})[/]" if t.fused else ""
         cells = (str(t.rank), task, str(t.calls), f"{t.share:.1%}", f"{low:.1%}-{high:.1%}")
         table.add_row(*cells, *_work_cells(t.bytes, t.flops, t.of_floor), shown(origin))
     sol = done.speed_of_light

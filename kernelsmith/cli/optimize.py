@@ -49,6 +49,12 @@ def optimize_cmd(
     shape: list[str] = typer.Option(
         [], "--shape", help="NAME=VALUE[,...]: a shape to capture at and judge each kernel at, as capture's; repeat"
     ),
+    fused: bool = typer.Option(
+        default("fused"),
+        "--fused",
+        help="also capture and search regions across the library boundary (GEMM + norm, epilogue or siblings; "
+        "decode attention with its cache): each needs a start (--seeds, an LLM)",
+    ),
     modes: list[Mode] = typer.Option(
         [],
         "--mode",

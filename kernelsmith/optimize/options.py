@@ -33,6 +33,10 @@ class OptimizeOptions(BaseModel):
     shapes: list[dict[str, int]] = Field(default_factory=list)
     """The shapes to capture at (`--shape`): the factory's keyword arguments at each, the main first (timed);
     each task holds every shape its region holds at, and each kernel is judged at all of them."""
+    fused: bool = False
+    """Also capture and search the regions across the library boundary (a GEMM with its norm, epilogue or
+    sibling GEMMs; attention with its rotary and KV-cache append: capture's `fused` tasks), ranked with the
+    others. Off by default while there are no seeds of those kinds: each needs a start (--seeds, an LLM)."""
     modes: tuple[Mode, ...] | None = None
     """How the patch is checked: eager, compile (torch.compile), graphs (CUDA graphs); None: every mode the
     device runs (apply's modes_on). The patch serves only the modes checked."""
@@ -80,6 +84,7 @@ class OptimizeOptions(BaseModel):
             "forwards": self.forwards,
             "small": self.small,
             **({"shapes": self.shapes} if self.shapes else {}),  # a work directory made before --shape has none
+            **({"fused": True} if self.fused else {}),  # nor one made before --fused
         }
 
 

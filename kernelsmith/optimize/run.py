@@ -109,7 +109,7 @@ def _captured(wd: WorkDir, state: State, opts: OptimizeOptions, say: Say) -> dic
     for stale in (partial, wd.capture):
         shutil.rmtree(stale, ignore_errors=True)
     t0 = time.monotonic()
-    done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards, opts.shapes)
+    done = capture(opts.entry, partial, opts.device, None, opts.min_share, opts.forwards, opts.shapes, opts.fused)
     manifest = json.loads((partial / MANIFEST).read_text(encoding="utf-8"))
     manifest["out_dir"] = str(wd.capture)  # where it is, not where it was made
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

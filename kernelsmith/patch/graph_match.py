@@ -7,7 +7,8 @@ Inductor's decompositions and no-op removal: `pattern_matcher.fwd_only`), its in
 placeholders, once, when first needed. A match binds each placeholder to a node of the graph laid out as
 the region's input was (shape, stride, dtype), matches every op with its constants (`view`,
 `_unsafe_view` and `reshape` are one op there), and keeps inside itself every value the region makes but
-does not return.
+does not return. A node is one value of the region at most (views aside, which a graph may share): sibling
+projections of one input, alike in shape, are found as three nodes, never one node thrice.
 
 Sizes: a graph traced with a dynamic dimension holds symbolic sizes. A match takes a symbolic size whose
 value in this compile (its hint) is the region's, and then specializes it (`specialize`): torch.compile
@@ -71,6 +72,7 @@ class RegionGraph:
         with unset_fake_temporarily(), torch.no_grad():
             gm = fwd_only(region, [*kop.sample, *(state[a].detach() for a in attrs)])
         graph = gm.graph
+        _drop_same_views(graph)
         self.placeholders = [p for p in graph.nodes if p.op == "placeholder"]
         self.metas = [tuple(m) for m in kop.pattern.input_meta] + [tuple(kop.pattern.params[a]) for a in attrs]
         outs = next(p for p in graph.nodes if p.op == "output").args[0]
@@ -85,6 +87,22 @@ class RegionGraph:
         self.bases: list[torch.fx.Node] = [b for b in bases if b is not None]
         self.search = sorted(self.bases, key=lambda b: order[b])
         self.gm = gm  # keeps the nodes' graph alive
+
+
+def _drop_same_views(graph: torch.fx.Graph) -> None:
+    """Reshapes that keep their input's shape and strides go, their users reading the input: a model's graph
+    may hold them or not (an SDPA's output viewed as it is, `view(x, [2, -1, 1, 16])`, is in its eager trace and
+    not in torch.compile's graph), and a placeholder binds to either node alike, having the same layout."""
+    for node in list(graph.nodes):
+        source = node.args[0] if node.op == "call_function" and node.args else None
+        if _kind(node.target) != "reshape" or not isinstance(source, torch.fx.Node):
+            continue
+        got, given = node.meta.get("val"), source.meta.get("val")
+        if not isinstance(got, torch.Tensor) or not isinstance(given, torch.Tensor):
+            continue
+        if (got.shape, got.stride(), got.dtype) == (given.shape, given.stride(), given.dtype):
+            node.replace_all_uses_with(source)
+            graph.erase_node(node)
 
 
 class _AnySize(list):
@@ -140,6 +158,8 @@ def _match(p, g, m: dict, symbols: list | None = None) -> bool:
             return False
         if p in m:
             return m[p] is g
+        if not is_view(p) and any(v is g and not is_view(k) for k, v in m.items()):
+            return False  # one node is one of the region's values (Q, K and V projections alike are three)
         if p.op == "placeholder":
             m[p] = g
             return True
@@ -268,7 +288,8 @@ def candidates(
         wild: list = []
         for m in find(graph, k.graph, True, symbols, elsewhere if near_of(k) else [], wild):
             found.append((k, k.graph, m))
-            hit.add((k.name, m[k.graph.search[-1]]))
+            # every node it holds: a near miss begun at one (Q's projection tried as V's, of another width) is none
+            hit |= {(k.name, g) for p, g in m.items() if p.op != "placeholder"}
         near += [(k.name, g, shape) for g, shape in wild]
     for name, g, shape in near:
         if missed is not None and (name, g) not in hit:

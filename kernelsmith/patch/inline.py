@@ -32,6 +32,7 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
+from .match import DERIVE
 from .substitute import values_of
 
 
@@ -85,6 +86,8 @@ def trace(kop, inputs: list, params: list) -> fx.GraphModule:
     names = [attrs[a] for a in kop.attrs]
     if set(state) - set(names):
         raise ValueError(f"ModelNew has tensors of its own ({', '.join(sorted(set(state) - set(names)))})")
+    if callable(getattr(type(kernel), DERIVE, None)):  # made once per binding, not per call: its operator keeps them
+        raise ValueError(f"ModelNew derives tensors from its parameters ({DERIVE})")
     module = sys.modules.get(type(kernel).__module__)
     kernels = _launched(module) if module is not None and "triton" in sys.modules else {}
     if kernels is None:

@@ -204,6 +204,9 @@ class Patch:
         if hooked:
             ways.append(f"the dispatch mode takes it in eager mode ({', '.join(hooked)})")
         ways += mode_ways({m: unserved(self, m).get(name) for m in MODES})
+        derived = self.ops[name].derived_bytes if name in self.ops else 0
+        if derived:  # a merged QKV weight: memory beside the model's own, made once per layer
+            ways.append(f"it holds {derived / 1024:.4g} KiB derived from the model's weights (derive_weights)")
         return "; ".join(ways)
 
     def remove(self) -> None:

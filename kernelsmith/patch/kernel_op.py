@@ -29,8 +29,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .match import bind, derived_bytes
 from .pattern import Pattern, meta, slot_meta
-from .substitute import BuiltKernel, Substitution, bind, laid_out, restride, values_of
+from .substitute import BuiltKernel, Substitution, laid_out, restride, values_of
 
 NAMESPACE = "kernelsmith_patch"
 
@@ -269,6 +270,12 @@ class KernelOp:
         return [
             torch.empty_strided(shape, stride, dtype=dtype, device=device) for shape, stride, dtype in self.out_meta
         ]
+
+    @property
+    def derived_bytes(self) -> int:
+        """The memory of the tensors its kernel derived from the model's parameters (substitute.DERIVE)."""
+        bound = [*self._bound.values(), *(getattr(f, "__self__", None) for f in self._fast.values())]
+        return derived_bytes([m for m in bound if isinstance(m, torch.nn.Module)])
 
     def uninstall(self) -> None:
         self.installed = False

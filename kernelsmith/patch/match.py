@@ -11,6 +11,7 @@ their new values after it (`writes_after_kernel`).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,3 +113,41 @@ class Match:
         for d in reversed(keep):
             d.run()
             d.done = True
+
+
+# A kernel may derive tensors from the parameters it is bound to (a merged QKV weight: its region's sibling
+# projections concatenated once, not at every call): ModelNew's method of this name, which its __init__ calls
+# too, runs after each binding (once per layer's parameters); the bytes it made are said (`derived_bytes`).
+DERIVE = "derive_weights"
+
+
+def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A shallow copy of `base` whose tensors named in `real` are those tensors (no copy of their data), its
+    derived tensors (DERIVE) made again from them."""
+    made = copy.copy(base)
+    made._parameters, made._buffers = dict(base._parameters), dict(base._buffers)
+    for attr, t in real.items():
+        if attr in made._parameters:
+            made._parameters[attr] = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, False)
+        elif attr in made._buffers:
+            made._buffers[attr] = t
+        else:
+            object.__setattr__(made, attr, t)
+    if callable(getattr(type(made), DERIVE, None)):
+        with torch.no_grad():
+            getattr(made, DERIVE)()
+        held = {t.untyped_storage().data_ptr() for t in real.values()}
+        derived = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in _tensors_of(made)}
+        object.__setattr__(made, "_ks_derived_bytes", sum(n for p, n in derived.items() if p not in held))
+    return made
+
+
+def _tensors_of(module: torch.nn.Module) -> list[torch.Tensor]:
+    """The tensors a module holds itself: its parameters, buffers and tensor attributes."""
+    held = [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]
+    return [t for t in held if isinstance(t, torch.Tensor)]
+
+
+def derived_bytes(bound: list[torch.nn.Module]) -> int:
+    """The memory the kernel's derived tensors (DERIVE) take, over its bound copies."""
+    return sum(getattr(m, "_ks_derived_bytes", 0) for m in {id(m): m for m in bound}.values())

@@ -72,8 +72,7 @@ def whole(kop: KernelOp, module: torch.nn.Module) -> tuple[int, list[str]] | Non
     made = slots.get(id(out)) if isinstance(out, torch.Tensor) else None
     if made is None or made not in kop.bases or set(names) != set(pattern.params):
         return None
-    reverse = {region: mine for mine, region in names.items()}
-    return kop.bases.index(made), [reverse[a] for a in kop.attrs]
+    return kop.bases.index(made), [names[a] for a in kop.attrs]
 
 
 class _Unset:

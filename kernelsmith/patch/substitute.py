@@ -26,7 +26,6 @@ region reads requires grad).
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -36,7 +35,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from .match import Deferred, Match, storage, tensors
+from .match import Deferred, Match, bind, storage, tensors
 from .pattern import Pattern, Slot, Step, slot_meta, unviewer, writes
 
 MAX_OPEN = 4  # partial matches of one pattern kept at once; the oldest is run for real beyond this
@@ -298,20 +297,6 @@ class Substitution(TorchDispatchMode):
             for match in [m for m in self.open if name is None or m.pattern.name == name]:
                 self._drop(match)
         self.fired = [m for m in self.fired if name is not None and m.pattern.name != name]
-
-
-def bind(base: torch.nn.Module, real: dict[str, torch.Tensor]) -> torch.nn.Module:
-    """A shallow copy of `base` whose tensors named in `real` are those tensors (no copy of their data)."""
-    made = copy.copy(base)
-    made._parameters, made._buffers = dict(base._parameters), dict(base._buffers)
-    for attr, t in real.items():
-        if attr in made._parameters:
-            made._parameters[attr] = t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, False)
-        elif attr in made._buffers:
-            made._buffers[attr] = t
-        else:
-            object.__setattr__(made, attr, t)
-    return made
 
 
 def output_plan(pattern: Pattern) -> list[tuple]:

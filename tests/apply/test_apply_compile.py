@@ -111,7 +111,7 @@ def norm_patch(tmp_path: Path):
     entry = f"{path}:make"
     capture(entry, tmp_path / "cap", forwards=1)
     manifest = json.loads((tmp_path / "cap/capture.json").read_text())
-    task = next(t for t in manifest["tasks"] if t["file"] and "rsqrt.default" in t["ops"])
+    task = next(t for t in manifest["tasks"] if t["file"] and not t["fused"] and "rsqrt.default" in t["ops"])
     assert task["scopes"] == ["norm"]
     chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
     write_patch(tmp_path / "norm_patch", tmp_path / "cap", manifest, [(chosen, NORM_KERNEL, task)])

@@ -137,7 +137,7 @@ def _patch(root: Path, factory: str, has_op: str, out: Path) -> tuple[str, dict]
     """A patch of the first written task of `factory`'s capture whose ops include `has_op`, its kernel
     the task's own Model. Returns (ENTRY, the task's capture record)."""
     entry, cap, manifest = _captured(root, factory)
-    task = next(t for t in manifest["tasks"] if t["file"] and has_op in t["ops"])
+    task = next(t for t in manifest["tasks"] if t["file"] and not t["fused"] and has_op in t["ops"])
     chosen = Chosen("runs/x", Path(task["file"]).stem, task["share"], task["calls"], 2.0, 1)
     kernel = (cap / task["file"]).read_text() + "\n\nModelNew = Model\n"
     write_patch(out, cap, manifest, [(chosen, kernel, task)])

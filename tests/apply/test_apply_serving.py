@@ -96,8 +96,8 @@ def _removed(monkeypatch):
 def two(tmp_path, fake_gpu, monkeypatch):  # noqa: F811
     """TWO captured "on CUDA": (the capture folder, the norm's task, the gate's task)."""
     done = captured_on_fake_gpu(tmp_path, monkeypatch, TWO)
-    norm = next(t for t in done.tasks if t.file and "gelu.default" in t.ops)
-    gate = next(t for t in done.tasks if t.file and "sigmoid.default" in t.ops)
+    norm = next(t for t in done.tasks if t.file and not t.fused and "gelu.default" in t.ops)
+    gate = next(t for t in done.tasks if t.file and not t.fused and "sigmoid.default" in t.ops)
     return tmp_path / "cap", norm, gate
 
 
@@ -202,8 +202,8 @@ def _two_norms(tmp_path: Path) -> tuple[str, Path, list[Chosen]]:
     path.write_text(textwrap.dedent(TWO))
     capture(f"{path}:make", tmp_path / "cap", forwards=1)
     manifest = json.loads((tmp_path / "cap/capture.json").read_text())
-    norm = next(t for t in manifest["tasks"] if t["file"] and "gelu.default" in t["ops"])
-    gate = next(t for t in manifest["tasks"] if t["file"] and "sigmoid.default" in t["ops"])
+    norm = next(t for t in manifest["tasks"] if t["file"] and not t["fused"] and "gelu.default" in t["ops"])
+    gate = next(t for t in manifest["tasks"] if t["file"] and not t["fused"] and "sigmoid.default" in t["ops"])
     twin = dict(norm, name="final_norm", file="final_norm.py")
     (tmp_path / "cap/final_norm.py").write_text((tmp_path / "cap" / norm["file"]).read_text())
     made = lambda t, speedup: Chosen("runs/x", Path(t["file"]).stem, t["share"], t["calls"], speedup, 1)

@@ -110,7 +110,7 @@ def gpu_capture(tmp_path: Path, fake_gpu, monkeypatch):
     """The block model captured and applied "on CUDA": the fake GPU's events, the model and kernels on the
     CPU (the capture's tasks are validated there too)."""
     done = captured_on_fake_gpu(tmp_path, monkeypatch, BLOCK)
-    return tmp_path / "cap", next(t for t in done.tasks if t.file and "gelu.default" in t.ops)
+    return tmp_path / "cap", next(t for t in done.tasks if t.file and not t.fused and "gelu.default" in t.ops)
 
 
 def captured_on_fake_gpu(tmp_path: Path, monkeypatch, source: str, factory: str = "make"):
@@ -136,7 +136,7 @@ def captured_on_fake_gpu(tmp_path: Path, monkeypatch, source: str, factory: str 
         capture_run, "check_task", lambda src, tape, region, made, _: check_task(src, tape, region, made, "cpu")
     )
     monkeypatch.setattr(apply_module, "install", lambda model, out, device: install(model, out, "cpu"))
-    monkeypatch.setattr(capture_run, "_card", lambda device: (None, "a fake GPU: no ceilings to measure"))
+    monkeypatch.setattr(capture_run, "card_of", lambda device: (None, "a fake GPU: no ceilings to measure"))
     path = tmp_path / "block_model.py"
     path.write_text(textwrap.dedent(source))
     done = capture_run.capture(f"{path}:{factory}", tmp_path / "cap", "cuda")

@@ -110,7 +110,7 @@ def test_indexed_writes_gathers_in_place_writes_and_slices_count_what_they_touch
 
 
 def test_the_floor_and_its_fraction_follow_the_cards_ceilings(models, tmp_path, monkeypatch):
-    monkeypatch.setattr(run_module, "_card", lambda device: (CARD, None))  # as a CUDA capture's measured card
+    monkeypatch.setattr(run_module, "card_of", lambda device: (CARD, None))  # as a CUDA capture's measured card
     done = capture(f"{models}:linear_relu", tmp_path / "out", forwards=1)
     manifest, by_ops = _tasks(tmp_path / "out")
     gemm = by_ops[("addmm.default",)]
@@ -140,9 +140,9 @@ def test_a_card_without_room_for_its_probes_is_captured_without_a_floor(monkeypa
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(run_module, "this_card", no_room)
-    card, why = run_module._card("cuda")
+    card, why = run_module.card_of("cuda")
     assert card is None and why is not None and "no room on the card" in why
-    assert run_module._card("cpu") == (None, "no card (the CPU)")
+    assert run_module.card_of("cpu") == (None, "no card (the CPU)")
 
 
 def test_the_table_shows_each_regions_and_the_forwards_fraction_and_the_cpu_says_no_card(models, tmp_path, monkeypatch):
@@ -154,7 +154,7 @@ def test_the_table_shows_each_regions_and_the_forwards_fraction_and_the_cpu_says
     assert "11.4 kB" in forward and "32.8k" in forward and " - " in forward, forward
     assert "speed of light: the forward moves at least 11.4 kB and does 32.8 kFLOP; no card (the CPU): no floor" in text
 
-    monkeypatch.setattr(run_module, "_card", lambda device: (CARD, None))
+    monkeypatch.setattr(run_module, "card_of", lambda device: (CARD, None))
     cli.console.file = StringIO()  # type: ignore[attr-defined]
     cli.capture_cmd(f"{models}:linear_relu", tmp_path / "out", Device.cpu, None, 0.0, 1, [])
     text = cli.console.file.getvalue()  # type: ignore[attr-defined]

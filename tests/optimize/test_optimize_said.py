@@ -219,6 +219,26 @@ def test_the_capture_names_where_it_is_and_covers_at_most_the_forward(monkeypatc
     assert 0 < manifest["covered_share"] <= 1.0 and manifest["forwards"] == 9  # more forwards by default
 
 
+def test_fused_regions_are_captured_and_planned_only_with_fused(monkeypatch, tmp_path):
+    """Issue 57: without --fused the capture is as before (no fused task, the work directory bound as before);
+    with it, the regions across the library boundary are tasks ranked with the others, and plan searches them."""
+    from kernelsmith.optimize.plan import plan
+
+    (tmp_path / "m.py").write_text(textwrap.dedent(MODEL))
+    monkeypatch.chdir(tmp_path)
+    kinds = {}
+    for fused in (False, True):
+        opts = OptimizeOptions(entry="m.py:make", out=tmp_path / f"w{fused}", device="cpu", fused=fused, forwards=1)
+        wd = WorkDir(opts.out)
+        run._captured(wd, State(), opts, lambda s: None)
+        manifest = json.loads((wd.capture / "capture.json").read_text())
+        kinds[fused] = {t["fused"] for t in manifest["tasks"]}
+        searched = {r.name for r in plan(manifest, top=10) if r.searched}
+        assert searched >= {t["name"] for t in manifest["tasks"] if t["fused"] and t["file"]}
+        assert ("fused" in opts.bound()) == fused
+    assert kinds[False] == {""} and "epilogue" in kinds[True]
+
+
 def test_a_factorys_error_names_its_file_and_line(monkeypatch, tmp_path):
     from kernelsmith.capture.entry import call_entry
     from kernelsmith.errors import UserError
