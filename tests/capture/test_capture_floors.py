@@ -139,7 +139,9 @@ def test_a_card_without_room_for_its_probes_is_captured_without_a_floor(monkeypa
     def no_room(cache):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(run_module, "this_card", no_room)
+    from kernelsmith.evaluate.measuring import roofline
+
+    monkeypatch.setattr(roofline, "this_card", no_room)
     card, why = run_module.card_of("cuda")
     assert card is None and why is not None and "no room on the card" in why
     assert run_module.card_of("cpu") == (None, "no card (the CPU)")
