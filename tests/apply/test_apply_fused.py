@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from kernelsmith.capture.entry import call_entry
 from kernelsmith.capture.run import capture
 from kernelsmith.evaluate.runtime import build_model, make_inputs
 from kernelsmith.patch.install import install
+from kernelsmith.patch.interpreter import interpret_triton
 from kernelsmith.task import load_module
 
 LLAMA = f"{REPO / 'examples/llama_decode/model.py'}:tiny_decode_step"
@@ -220,10 +222,21 @@ def _patch(cap: Path, out: Path, kernels: list[tuple[dict, str]]) -> Path:
 
 
 def _kernel_matches_its_task(cap: Path, task: dict, code: str, tmp_path: Path) -> None:
-    """The kernel computes its task's reference on the task's own inputs (as an evaluation builds both)."""
-    module = load_module((cap / task["file"]).read_text() + code, tmp_path / f"{task['name']}.py", f"_fused_{id(code)}")
-    want = build_model(module.Model, module, 0, "cpu")(*make_inputs(module, 0, "cpu"))
-    got = build_model(module.ModelNew, module, 0, "cpu")(*make_inputs(module, 0, "cpu"))
+    """The kernel computes its task's reference on the task's own inputs (as an evaluation builds both). Its Triton
+    kernels run in the interpreter, switched on as a patch switches it where triton was imported first."""
+    path = tmp_path / f"{task['name']}.py"
+    path.write_text((cap / task["file"]).read_text() + code)
+    before = os.environ.get("TRITON_INTERPRET")
+    try:
+        assert interpret_triton(tmp_path, {"kernels": [{"kernel": path.name}]}) is None
+        module = load_module(path.read_text(), path, f"_fused_{id(code)}")
+        want = build_model(module.Model, module, 0, "cpu")(*make_inputs(module, 0, "cpu"))
+        got = build_model(module.ModelNew, module, 0, "cpu")(*make_inputs(module, 0, "cpu"))
+    finally:  # the patch's switch of triton's own functions stays; the variable is put back
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
     for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
