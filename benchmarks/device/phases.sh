@@ -4,7 +4,8 @@
 # each loaded ahead while the one before it is judged, judging/ahead.py), one after another, and, with
 # SPAWNED=1, spawned (KERNELSMITH_SANDBOX_TEMPLATE=0) for comparison.
 # Under $OUT: queued/, forked/ (spawned/) with eval_phases.json, a log each, machine.log. Carry .whl.
-# Usage: bash benchmarks/device/phases.sh [WARM]   (TASKS=a,b: benchmarks/tasks names; EACH=seconds a mode, 200)
+# Usage: bash benchmarks/device/phases.sh [WARM]   (TASKS=a,b: benchmarks/tasks names, default tiny_add,tiny_softmax:
+# a region's size, loaded ahead; the KernelBench-size softmax and rmsnorm, 6-7.5 GB, never are; EACH=seconds a mode)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -19,6 +20,6 @@ for mode in $modes; do
   flag=1; [ "$mode" = spawned ] && flag=0
   extra=""; [ "$mode" = queued ] && extra="--queued"
   KERNELSMITH_SANDBOX_TEMPLATE=$flag timeout "${EACH:-200}" python3 benchmarks/eval_phases.py --device cuda \
-    --out "$OUT/$mode" --warm "$WARM" --starts 3 ${TASKS:+--tasks "$TASKS"} $extra 2>&1 | grep -v USDT > "$OUT/$mode.log"
+    --out "$OUT/$mode" --warm "$WARM" --starts 3 --tasks "${TASKS:-tiny_add,tiny_softmax}" $extra 2>&1 | grep -v USDT > "$OUT/$mode.log"
   echo "== $mode exit ${PIPESTATUS[0]}"; grep -A14 "^# " "$OUT/$mode.log" | head -22
 done
