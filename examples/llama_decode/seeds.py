@@ -6,7 +6,8 @@ written for the task files `kernelsmith capture` made.
         --seeds examples/llama_decode/seeds.py:seed_for
     python examples/llama_decode/seeds.py captures/decode --out seeds/decode   # as files, for `evolve --seed`
 
-`seed_for(task_path)` gives a seed's source for a captured task of those kinds (None for another); run as a
+`seed_for(task_path)` gives a seed's source for a captured task of those kinds, or for a region fused across the
+library boundary kernelsmith's own (kernelsmith.seed.fused; None for another); run as a
 script, it writes one of the same file name for every captured task of those kinds. Its ModelNew builds the
 task's parameters the same way (so that under one seed the weights match, as the evaluator needs),
 runs one kernel, and returns the task's outputs in the task's order and shapes. The kernels loop over
@@ -25,6 +26,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from kernelsmith.seed.fused import fused_seed
 
 KERNELS = '''
 import torch
@@ -259,8 +262,8 @@ def seed_for(path: Path) -> str | None:
     """The seed's source for a captured task, or None for a task of another kind."""
     name = path.stem
     source = path.read_text(encoding="utf-8")
-    if "\nFused: " in source:  # a region across the library boundary (a GEMM with its norm): none of these kinds
-        return None
+    if "\nFused: " in source:  # a region across the library boundary (a GEMM with its norm): the package's own seeds
+        return fused_seed(path)
     if name.endswith("llamarmsnorm") and "aten.rsqrt" in source:
         return norm_seed(source, _load(path))
     if name.startswith("llamamlp_silu_mul"):

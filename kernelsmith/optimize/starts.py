@@ -1,6 +1,7 @@
 """Each region's starting kernel, in this order: a seed from --seeds (a folder, by the task's name; or
 `file.py:function`, called with the task file's path), the one an earlier run of the work directory kept
-(OUT/seeds/NAME.py), torch.compile's own code on a GPU (`kernelsmith seed`, in its own process), and with
+(OUT/seeds/NAME.py), for a region fused across the library boundary (--fused) our own Triton seed
+(kernelsmith.seed.fused), torch.compile's own code on a GPU (`kernelsmith seed`, in its own process), and with
 an LLM none (the LLM writes the first version). A search that has stored iterations keeps the start it
 has. What the region gets is kept in OUT/seeds: NAME.py and, in NAME.txt, where it came from or why
 there is none (torch.compile's seed step is not tried twice).
@@ -18,10 +19,12 @@ from kernelsmith.errors import UserError, one_line, raised_at
 from kernelsmith.evaluate.pool import EvalBackend
 from kernelsmith.evolve.store import RunStore, holds_run
 from kernelsmith.identity import program_hash
+from kernelsmith.seed.fused import fused_seed
 from kernelsmith.seed.start import derive, llm_judged
 from kernelsmith.task import Task
 
 NO_SEED = "no starting kernel{why}"
+OUR_FUSED_SEED = "kernelsmith's fused seed (kernelsmith.seed.fused)"
 
 
 def start_advice(names: list[str], device: str) -> str:
@@ -136,6 +139,8 @@ def find_start(
         return Start(None, _said(why_file) or "its stored start", note)
     if code is None and kept.is_file():
         code, origin = kept.read_text(encoding="utf-8"), _said(why_file) or f"{kept}"
+    elif code is None and (ours := fused_seed(task_path)) is not None:
+        code, origin = ours, OUR_FUSED_SEED
     elif code is None and not why_file.is_file() and backend is not None:
         derived, what = derive(task_path)
         if derived is not None:
