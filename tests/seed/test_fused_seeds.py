@@ -36,8 +36,8 @@ OURS = [
     "siblings_llamamlp_mm",  # gate, up
     "siblings_epilogue_llamamlp_mm_silu_mul",  # gate + up + SiLU-mul, merged
 ]
-# Retuned: one of each prologue and epilogue shape (the gated merge, the norm after the residual add).
-RETUNED = [OURS[0], OURS[1], OURS[3], OURS[7], OURS[11]]
+# Retuned: a prologue, the norm after the residual add, the gated merge.
+RETUNED = [OURS[0], OURS[7], OURS[11]]
 CONFIGS = [
     {"BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 4, "BLOCK_SIZE": 16},
     {"BLOCK_N": 128, "BLOCK_K": 32, "SPLIT_K": 2, "BLOCK_SIZE": 32},
@@ -75,7 +75,7 @@ def test_each_fused_gemv_task_has_our_seed_correct_at_three_launch_configuration
     assert not any(name.startswith("attention_") or "neg_cat" in name for name in have), sorted(have)
     jobs = []
     options = EvalOptions(device="cpu", timeout=120, trials=2)
-    with EvalPool(device="cpu", workers=2, options=options) as pool:
+    with EvalPool(device="cpu", workers=1, options=options) as pool:  # queued: each loaded ahead of its turn
         for name in sorted(have):
             code = seeds[name]
             assert code is not None
@@ -98,9 +98,9 @@ def test_optimize_fused_starts_from_our_seeds_and_its_patch_passes_in_eager_mode
         out=tmp_path / "work",
         device="cpu",
         fused=True,
-        iterations=1,
+        iterations=0,  # each region's start, judged: the patch takes the seeds as written
         budget_s=60,
-        top=3,
+        top=10,  # the heaviest are attention's (no seed of ours) or not, by the host's timing: enough to hold some
         modes=("eager",),
         forwards=1,
     )
