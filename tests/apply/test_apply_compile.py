@@ -298,10 +298,11 @@ def test_where_inductor_does_not_say_which_graphs_are_inference_the_graph_decide
 
 @pytest.fixture(scope="module")
 def llama_runs(tmp_path_factory):
-    """The tiny Llama captured (one profiled forward), with a run of our own seed on each seeded task."""
+    """The tiny Llama captured (one profiled forward; its split regions, as optimize captures without --fused), with
+    a run of our own seed on each seeded task. Fused regions under compile: tests/apply/test_apply_fused.py."""
     pytest.importorskip("transformers")
     work = tmp_path_factory.mktemp("llama42")
-    capture(f"{LLAMA}:tiny_decode_step", work / "capture", forwards=1)
+    capture(f"{LLAMA}:tiny_decode_step", work / "capture", forwards=1, fused=False)
     seeds = subprocess.run(
         [sys.executable, str(LLAMA.parent / "seeds.py"), str(work / "capture"), "--out", str(work / "seeds")],
         capture_output=True,
