@@ -68,7 +68,7 @@ STAMP211 := $(VENV211)/.installed-stamp
 TORCH211_SPEC ?= torch==2.11.0
 TRANSFORMERS211_SPEC ?= transformers==5.17.0
 # tests/seed/test_seed.py is left out: its cases are torch 2.13's recorded Inductor code (2.11 lacks what it imports)
-TESTS211 ?= tests/apply/test_apply_eager.py tests/apply/test_apply_compile.py tests/apply/test_apply_outputs.py \
+TESTS211 ?= tests/apply/test_apply_eager.py tests/apply/test_apply_compile.py tests/apply/test_apply_outputs.py tests/apply/test_apply_fused.py \
   tests/capture tests/unit/test_seed_trace.py tests/unit/test_patch_interpreter.py
 
 $(STAMP211): pyproject.toml Makefile
