@@ -77,8 +77,7 @@ class Ahead:
     def _send(self, job_msg: dict) -> None:
         try:
             self.sb.wait_ready(self.started + SETTLE_S)
-            contained = self.sb.containment()
-            if contained.mode == "strict" and not contained.holds_all():
+            if self.sb.containment().strict_unmet():
                 raise SandboxFailure("runtime_error", "not contained")  # its turn says why, from its own sandbox
         except Exception:
             self.failed = True

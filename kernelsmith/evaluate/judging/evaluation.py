@@ -222,7 +222,9 @@ class Evaluation(CorrectnessStages, TimingStages):
         source = self._baselines()
         self.j.memory_note("baselines")
         if self.after is not None and int(self.baseline.get("task_bytes") or 0) <= ahead.MAX_TASK_BYTES:
-            self.j.load_ahead(self.after)  # nothing is timed until settle: the next one loads beside the trials
+            self.j.load_ahead(
+                self.after, self.task_hash
+            )  # nothing is timed until settle: the next one loads beside the trials
         self._correctness(sb)
         self.j.memory_note("correctness")
         t_corr = time.monotonic()
@@ -249,7 +251,7 @@ class Evaluation(CorrectnessStages, TimingStages):
         contained = sb.containment()
         # forked from the judge's template (imports done) or spawned: the same layers either way
         self.base["containment"] = {**contained.summary(), "start": "forked" if sb.forked else "spawned"}
-        if contained.mode == "strict" and not contained.holds_all():
+        if contained.strict_unmet():
             raise ContainmentError(
                 "KERNELSMITH_SANDBOX=strict: the sandbox could not apply its containment: "
                 + "; ".join(f"{k} {v}" for k, v in contained.off.items())

@@ -106,7 +106,7 @@ class Judge:
         if early is not None and early.matches(task_hash, candidate_hash) and early.sb.proc.poll() is None:
             sb = early.take()
             if sb is not None:
-                self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)
+                self.top_up()
                 return sb, early
         elif early is not None:  # another candidate came: its load is of no use
             early.close()
@@ -123,24 +123,29 @@ class Judge:
         sb = sb or SandboxHandle(self.device, self.tmp, template=self.template)
         # Warm the next ones while this one runs. On the CPU they share cores with the candidate,
         # which only adds noise to timings that say little there anyway (docs/benchmarks.md).
-        self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)
+        self.top_up()
         return sb
 
-    def load_ahead(self, req: dict) -> None:
-        """Hand the next candidate (the pool's `after`) to a spare, to load and run once now (ahead.py)."""
-        if self.ahead is not None or not ahead.eligible(req, req.get("task_hash", "")):
+    def load_ahead(self, req: dict, task_hash: str) -> None:
+        """Hand the next candidate (the pool's `after`), if of the task `task_hash` being judged, to a spare, to
+        load and run once now (ahead.py)."""
+        if self.ahead is not None or not ahead.eligible(req, task_hash):
             return
         sb = next((s for s in self.spares if s.proc.poll() is None), None)
         if sb is None:
             return
         self.spares.remove(sb)
-        self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)  # started while this one loads
+        self.top_up()  # started while this one loads
         self.ahead = ahead.Ahead(sb, req, _seed(), EvalOptions(**req["options"]).memory_limit, _seed())
 
     def settle_ahead(self) -> None:
         """The candidate loading ahead, answered (a bounded wait) and stopped before anything is timed."""
         if self.ahead is not None and not self.ahead.settle():
             self.ahead = None
+
+    def top_up(self) -> None:
+        """The spares a judge keeps while it evaluates: CUDA_SPARES on a GPU, one on the CPU."""
+        self.top_up_spares(self.CUDA_SPARES if self.device == "cuda" else 1)
 
     def top_up_spares(self, n: int) -> None:
         while len(self.spares) < n:

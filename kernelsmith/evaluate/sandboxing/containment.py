@@ -139,6 +139,10 @@ class Plan:
     def holds_all(self) -> bool:
         return all(v is None for v in self.guarantees().values())
 
+    def strict_unmet(self) -> bool:
+        """KERNELSMITH_SANDBOX=strict asks for all five guarantees and they do not all hold: refuse."""
+        return self.mode == "strict" and not self.holds_all()
+
     def summary(self) -> dict:
         return {
             "mode": self.mode,
@@ -220,7 +224,7 @@ def plan(device: str) -> Plan:
 def check_strict(device: str) -> None:
     """With KERNELSMITH_SANDBOX=strict, refuse (one line) unless all five guarantees hold."""
     p = plan(device)
-    if p.mode == "strict" and not p.holds_all():
+    if p.strict_unmet():
         missing = [f"{g} ({why})" for g, why in p.guarantees().items() if why]
         raise UserError(
             "KERNELSMITH_SANDBOX=strict: containment incomplete on this host: "
